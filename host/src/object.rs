@@ -1,0 +1,248 @@
+//! Cached Kubernetes objects: the raw JSON plus the few parsed fields the host needs.
+//!
+//! Invariant: an [`Object`] is immutable once built and is shared by [`std::sync::Arc`]
+//! between the Indexer, every listener queue and every event. No `serde_json::Value`
+//! tree is kept per object; the JSON body is stored as compact text (after the
+//! transform) and parsed metadata sits beside it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A shared, immutable cached object.
+pub type ObjectRef = Arc<Object>;
+
+/// What the host does to an object before caching it.
+#[derive(Debug, Clone)]
+pub struct Transform {
+    /// Drop `metadata.managedFields` (server-side apply bookkeeping, often half the
+    /// object). On by default, as in client-go's recommended transform.
+    pub strip_managed_fields: bool,
+}
+
+impl Default for Transform {
+    fn default() -> Self {
+        Self {
+            strip_managed_fields: true,
+        }
+    }
+}
+
+/// The parsed part of `metadata`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectMeta {
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub generation: Option<i64>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub creation_timestamp: Option<String>,
+    pub deletion_timestamp: Option<String>,
+    pub owner_uids: Vec<String>,
+}
+
+/// One cached object.
+#[derive(Debug, PartialEq)]
+pub struct Object {
+    pub meta: ObjectMeta,
+    /// Compact JSON of the whole object after the transform.
+    pub json: Box<str>,
+}
+
+/// Why bytes could not become an [`Object`].
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("object is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("object has no metadata.name")]
+    MissingName,
+}
+
+#[derive(Deserialize)]
+struct OwnerRef {
+    #[serde(default)]
+    uid: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct MetaIn {
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    creation_timestamp: Option<String>,
+    #[serde(default)]
+    deletion_timestamp: Option<String>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerRef>>,
+}
+
+impl Object {
+    /// Parses one object from its JSON, applying `transform`.
+    ///
+    /// ```
+    /// use wasm_informer::object::{Object, Transform};
+    /// let raw = br#"{"kind":"Pod","metadata":{"name":"a","namespace":"ns","managedFields":[{}]}}"#;
+    /// let obj = Object::from_json(raw, &Transform::default()).unwrap();
+    /// assert_eq!(obj.key(), "ns/a");
+    /// assert!(!obj.json.contains("managedFields"));
+    /// ```
+    pub fn from_json(raw: &[u8], transform: &Transform) -> Result<Object, ObjectError> {
+        // Top level and metadata as maps of raw values: nothing below them is parsed.
+        let fields: Vec<(String, Box<RawValue>)> = {
+            let m: BTreeMapRaw = serde_json::from_slice(raw)?;
+            m.0
+        };
+        let mut meta_raw: Option<Box<RawValue>> = None;
+        let mut out = String::with_capacity(raw.len());
+        out.push('{');
+        let mut first = true;
+        for (k, v) in fields {
+            if k == "metadata" {
+                meta_raw = Some(v);
+                continue;
+            }
+            push_field(&mut out, &mut first, &k, v.get());
+        }
+        let meta_in: MetaIn;
+        if let Some(meta_raw) = meta_raw {
+            let meta_fields: BTreeMapRaw = serde_json::from_str(meta_raw.get())?;
+            let mut meta_out = String::with_capacity(meta_raw.get().len());
+            meta_out.push('{');
+            let mut mfirst = true;
+            for (k, v) in &meta_fields.0 {
+                if transform.strip_managed_fields && k == "managedFields" {
+                    continue;
+                }
+                push_field(&mut meta_out, &mut mfirst, k, v.get());
+            }
+            meta_out.push('}');
+            meta_in = serde_json::from_str(meta_raw.get())?;
+            push_field(&mut out, &mut first, "metadata", &meta_out);
+        } else {
+            meta_in = MetaIn::default();
+        }
+        out.push('}');
+        let name = meta_in.name.ok_or(ObjectError::MissingName)?;
+        Ok(Object {
+            meta: ObjectMeta {
+                namespace: meta_in.namespace.filter(|n| !n.is_empty()),
+                name,
+                uid: meta_in.uid.unwrap_or_default(),
+                resource_version: meta_in.resource_version.unwrap_or_default(),
+                generation: meta_in.generation,
+                labels: meta_in.labels.unwrap_or_default(),
+                annotations: meta_in.annotations.unwrap_or_default(),
+                creation_timestamp: meta_in.creation_timestamp,
+                deletion_timestamp: meta_in.deletion_timestamp,
+                owner_uids: meta_in
+                    .owner_references
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|o| o.uid)
+                    .collect(),
+            },
+            json: out.into_boxed_str(),
+        })
+    }
+
+    /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
+    pub fn key(&self) -> String {
+        object_key(self.meta.namespace.as_deref(), &self.meta.name)
+    }
+}
+
+/// Builds a cache key from its parts.
+pub fn object_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// A JSON object read as an ordered list of raw fields.
+struct BTreeMapRaw(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for BTreeMapRaw {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = BTreeMapRaw;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, val)) = a.next_entry::<String, Box<RawValue>>()? {
+                    v.push((k, val));
+                }
+                Ok(BTreeMapRaw(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+fn push_field(out: &mut String, first: &mut bool, key: &str, raw: &str) {
+    if !*first {
+        out.push(',');
+    }
+    *first = false;
+    // Keys come from a JSON object, so re-encoding them cannot fail.
+    out.push_str(&serde_json::to_string(key).unwrap_or_default());
+    out.push(':');
+    out.push_str(raw);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_metadata_and_strips_managed_fields() {
+        let raw = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1","resourceVersion":"7","generation":2,"labels":{"app":"web"},"ownerReferences":[{"uid":"o1"}],"managedFields":[{"manager":"x"}]},"spec":{"nodeName":"n1"}}"#;
+        let o = Object::from_json(raw, &Transform::default()).unwrap();
+        assert_eq!(o.key(), "ns/p");
+        assert_eq!(o.meta.uid, "u1");
+        assert_eq!(o.meta.resource_version, "7");
+        assert_eq!(o.meta.generation, Some(2));
+        assert_eq!(o.meta.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(o.meta.owner_uids, vec!["o1".to_string()]);
+        assert!(!o.json.contains("managedFields"));
+        let v: serde_json::Value = serde_json::from_str(&o.json).unwrap();
+        assert_eq!(v["spec"]["nodeName"], "n1");
+        assert_eq!(v["metadata"]["labels"]["app"], "web");
+    }
+
+    #[test]
+    fn keeps_managed_fields_when_asked() {
+        let raw = br#"{"metadata":{"name":"c","managedFields":[{"manager":"x"}]}}"#;
+        let o = Object::from_json(raw, &Transform { strip_managed_fields: false }).unwrap();
+        assert_eq!(o.key(), "c");
+        assert!(o.json.contains("managedFields"));
+    }
+
+    #[test]
+    fn rejects_objects_without_name() {
+        assert!(matches!(
+            Object::from_json(br#"{"metadata":{}}"#, &Transform::default()),
+            Err(ObjectError::MissingName)
+        ));
+    }
+}
