@@ -4,7 +4,7 @@
 //! The modules follow the data flow (see `docs/ARCHITECTURE.md`):
 //! reflector → delta_fifo → indexer → processor/listener → plugin runtime.
 
-pub mod object;
-pub mod notification;
-pub mod handler;
 pub mod cache_view;
+pub mod handler;
+pub mod notification;
+pub mod object;
