@@ -26,6 +26,7 @@ pub mod patch;
 pub mod query;
 pub mod request_log;
 pub mod resource;
+pub mod scale;
 pub mod server;
 pub mod status;
 pub mod store;

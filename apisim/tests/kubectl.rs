@@ -524,3 +524,42 @@ spec:
     );
     k.sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_a_deployment() {
+    let k = Kubectl::new().await;
+    let d = k.file(
+        "d.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: c
+        image: nginx
+",
+    );
+    k.ok(&["apply", "-f", &d]).await;
+    assert_eq!(
+        k.ok(&["scale", "deployment", "web", "--replicas=5"])
+            .await
+            .trim(),
+        "deployment.apps/web scaled"
+    );
+    let store = k.sim.store();
+    let dep = store
+        .get(store.rid("apps/v1", "deployments"), "default", "web")
+        .unwrap()
+        .value();
+    assert_eq!(dep["spec"]["replicas"], 5);
+    assert_eq!(dep["metadata"]["generation"], 2);
+    k.sim.shutdown().await;
+}
