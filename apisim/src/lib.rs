@@ -23,6 +23,7 @@ pub mod discovery;
 pub mod faults;
 pub mod object;
 pub mod patch;
+pub mod protobuf;
 pub mod query;
 pub mod request_log;
 pub mod resource;

@@ -232,17 +232,13 @@ async fn route(
         }
         _ => {}
     }
-    if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf") {
-        return Err(ApiError {
-            code: 415,
-            reason: "UnsupportedMediaType".into(),
-            message: format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type})"
-            ),
-            details: None,
-            continue_token: None,
-        });
-    }
+    // kubectl's typed clientset sends protobuf for a few kinds; decode those to JSON.
+    let body = if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf")
+    {
+        Bytes::from(serde_json::to_vec(&crate::protobuf::decode(&body)?).expect("JSON serializes"))
+    } else {
+        body
+    };
     let Some(t) = parse_target(&app.store, &segs)? else {
         return Err(ApiError::no_route(path));
     };
