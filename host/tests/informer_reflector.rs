@@ -294,3 +294,148 @@ async fn reflector_streaming_list_used_when_supported() {
         sim.store().current_rv().to_string()
     );
 }
+
+/// A server without streaming lists: it refuses the parameters (422, as an
+/// apiserver without the WatchList feature does) or ignores them (a plain
+/// watch that ends without the initial-events-end bookmark).
+async fn no_streaming_server(
+    refuse: bool,
+) -> (String, std::sync::Arc<parking_lot::Mutex<Vec<String>>>) {
+    use axum::body::Body;
+    use axum::extract::RawQuery;
+    use axum::http::StatusCode;
+    use axum::response::Response;
+    let log = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let log2 = log.clone();
+    let pod = |name: &str, rv: u32| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","managedFields":[{{"manager":"m"}}]}}}}"#
+        )
+    };
+    let list = format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{},{}]}}"#,
+        pod("a", 5),
+        pod("b", 6)
+    );
+    let added = format!("{{\"type\":\"ADDED\",\"object\":{}}}\n", pod("a", 5));
+    let app = axum::Router::new().route(
+        "/api/v1/pods",
+        axum::routing::get(move |RawQuery(q): RawQuery| {
+            let q = q.unwrap_or_default();
+            log2.lock().push(q.clone());
+            let (list, added) = (list.clone(), added.clone());
+            async move {
+                let json = |code: StatusCode, body: Body| {
+                    Response::builder()
+                        .status(code)
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .unwrap()
+                };
+                if q.contains("sendInitialEvents=true") {
+                    if refuse {
+                        return json(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            Body::from(r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","code":422}"#),
+                        );
+                    }
+                    return json(StatusCode::OK, Body::from(added));
+                }
+                if q.contains("watch=true") {
+                    let never = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
+                    return json(StatusCode::OK, Body::from_stream(never));
+                }
+                json(StatusCode::OK, Body::from(list))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), log)
+}
+
+async fn fallback_case(refuse: bool) {
+    let (url, log) = no_streaming_server(refuse).await;
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {url}\ncontexts:\n- name: s\n  context:\n    cluster: s\n    user: u\ncurrent-context: s\nusers:\n- name: u\n  user: {{}}\n"
+    );
+    let client = wasm_informer::reflector::client_from_kubeconfig_yaml(&yaml)
+        .await
+        .unwrap();
+    let inf = wasm_informer::informer::SharedInformer::start(
+        client,
+        wasm_informer::resource::ResourceSpec::builtin("v1/pods")
+            .unwrap()
+            .unwrap(),
+        wasm_informer::informer::InformerConfig {
+            reflector: fast_reflector(9),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(inf.wait_synced(Duration::from_secs(60)).await);
+    let s = inf.stats();
+    assert_eq!(s.reflector.streaming_fallbacks, 1);
+    assert_eq!(s.reflector.streaming_lists, 0);
+    assert_eq!(s.lists, 1);
+    assert_eq!(s.last_sync_resource_version, "10");
+    assert_eq!(inf.indexer().len(), 2);
+    // Transform: managedFields stripped before caching.
+    assert!(!inf
+        .indexer()
+        .get("ns/a")
+        .unwrap()
+        .json
+        .contains("managedFields"));
+    eventually("watch after the paged list", 30, || log.lock().len() >= 3).await;
+    let log = log.lock().clone();
+    assert!(log[0].contains("sendInitialEvents=true"), "{log:?}");
+    assert!(
+        log[1].contains("limit=500") && log[1].contains("resourceVersion=0"),
+        "{log:?}"
+    );
+    assert!(
+        log[2].contains("watch=true") && log[2].contains("resourceVersion=10"),
+        "{log:?}"
+    );
+    assert_eq!(log.len(), 3, "fallback is remembered: {log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_streaming_list_falls_back_when_refused() {
+    fallback_case(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_streaming_list_falls_back_when_ignored() {
+    fallback_case(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_transform_strips_managed_fields_by_default() {
+    let (sim, _wl) = sim_with_pods(20, 14, SimConfig::default()).await;
+    let rid = sim.store().rid("v1", "pods");
+    assert!(
+        std::str::from_utf8(&sim.store().list_all(rid)[0].json)
+            .unwrap()
+            .contains("managedFields"),
+        "workload pods carry managedFields"
+    );
+    let inf = pods_informer(&sim, paged(14)).await;
+    assert!(inf.wait_synced(Duration::from_secs(60)).await);
+    assert!(inf
+        .indexer()
+        .snapshot()
+        .iter()
+        .all(|o| !o.json.contains("managedFields")));
+    let mut keep = paged(15);
+    keep.transform.strip_managed_fields = false;
+    let inf2 = pods_informer(&sim, keep).await;
+    assert!(inf2.wait_synced(Duration::from_secs(60)).await);
+    assert!(inf2
+        .indexer()
+        .snapshot()
+        .iter()
+        .all(|o| o.json.contains("managedFields")));
+}
