@@ -110,7 +110,11 @@ build_c() {
     check_c
     local gen="$OUT/.c-gen/$name"
     rm -rf "$gen" && mkdir -p "$gen"
-    wit-bindgen c "$WIT" --world "$WORLD" --out-dir "$gen" >/dev/null
+    local msg
+    if ! msg="$(wit-bindgen c "$WIT" --world "$WORLD" --out-dir "$gen" 2>&1)"; then
+        echo "$msg" >&2
+        die "$name: wit-bindgen c failed"
+    fi
     local w="${WORLD//-/_}"
     clang-19 --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Werror \
         -Wno-unused-parameter -I "$gen" -I "$dir" \

@@ -25,13 +25,12 @@ fi
 
 step_start=0
 step() {
-    step_start=$(date +%s.%N)
+    step_start=$(date +%s%3N)
     echo "setup: $1" >&2
 }
 step_done() {
-    local end
-    end=$(date +%s.%N)
-    printf 'setup: %s done in %.1f s\n' "$1" "$(echo "$end - $step_start" | bc)" >&2
+    local ms=$(( $(date +%s%3N) - step_start ))
+    printf 'setup: %s done in %d.%01d s\n' "$1" $((ms / 1000)) $(((ms % 1000) / 100)) >&2
 }
 
 need() {
@@ -41,7 +40,6 @@ need() {
     fi
 }
 
-need bc "apt-get install bc"
 need rustup "install the Rust toolchain with rustup first"
 need cargo "install the Rust toolchain with rustup first"
 

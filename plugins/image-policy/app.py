@@ -96,8 +96,9 @@ class Handler(wi.Plugin):
             del Policy.reported[key]
             wi.info(f"compliant pod={key}")
             return
-        Policy.reported[key] = signature
+        # Query first: if the query fails, the pod stays unreported and is retried.
         peers = wi.by_index(event.resource, "namespace", ns) if ns else []
+        Policy.reported[key] = signature
         for name, image, full in bad:
             same = sum(
                 1 for p in peers

@@ -203,6 +203,10 @@ pub fn load(engine: &Engine, path: &Path) -> (Component, Duration) {
 pub struct Guest {
     pub store: Store<GuestState>,
     bindings: EventHandler,
+    /// Fuel set before each call.
+    pub fuel_per_call: u64,
+    /// Epoch ticks allowed per call (the engine's epoch is advanced by the test).
+    pub epoch_ticks_per_call: u64,
 }
 
 impl Guest {
@@ -232,12 +236,17 @@ impl Guest {
         store.set_epoch_deadline(u64::MAX / 2);
         let bindings = EventHandler::instantiate(&mut store, component, &linker)
             .unwrap_or_else(|e| panic!("instantiate: {e:?}"));
-        Guest { store, bindings }
+        Guest {
+            store,
+            bindings,
+            fuel_per_call: FUEL_PER_CALL,
+            epoch_ticks_per_call: u64::MAX / 2,
+        }
     }
 
     /// Calls `init(config)`; returns the guest's result, panicking on a trap.
     pub fn init(&mut self, config: &str) -> Result<(), String> {
-        self.store.set_fuel(FUEL_PER_CALL).unwrap();
+        self.arm();
         self.bindings
             .wasm_informer_plugin_handler()
             .call_init(&mut self.store, config)
@@ -246,7 +255,7 @@ impl Guest {
 
     /// Calls `on-event`; the outer error is a trap.
     pub fn try_on_event(&mut self, event: &Event) -> wasmtime::Result<Result<(), String>> {
-        self.store.set_fuel(FUEL_PER_CALL).unwrap();
+        self.arm();
         self.bindings
             .wasm_informer_plugin_handler()
             .call_on_event(&mut self.store, event)
@@ -260,9 +269,15 @@ impl Guest {
         }
     }
 
+    fn arm(&mut self) {
+        self.store.set_fuel(self.fuel_per_call).unwrap();
+        self.store.set_epoch_deadline(self.epoch_ticks_per_call);
+        self.store.epoch_deadline_trap();
+    }
+
     /// Fuel consumed by the last call.
     pub fn fuel_used(&self) -> u64 {
-        FUEL_PER_CALL - self.store.get_fuel().unwrap()
+        self.fuel_per_call - self.store.get_fuel().unwrap()
     }
 
     /// The messages logged at `info` or above, in order.
