@@ -81,8 +81,13 @@ fn run_beside_healthy(
             Err(e) => {
                 traps.push(trap_of(&e).unwrap_or_else(|| panic!("event {i}: not a trap: {e:?}")));
                 // The trapped instance is poisoned ...
-                let again = faulty.try_on_event(&ev).expect_err("a trapped instance must not be re-entered");
-                assert!(format!("{again:?}").contains("cannot enter component instance"), "{again:?}");
+                let again = faulty
+                    .try_on_event(&ev)
+                    .expect_err("a trapped instance must not be re-entered");
+                assert!(
+                    format!("{again:?}").contains("cannot enter component instance"),
+                    "{again:?}"
+                );
                 // ... so it is replaced by a fresh one, which resumes with the next event.
                 faulty = guest(f, &f.faulty, config, events);
                 tune(&mut faulty);
@@ -90,7 +95,11 @@ fn run_beside_healthy(
         }
     }
     let handled: Vec<String> = healthy.messages();
-    assert_eq!(handled.len(), events.len(), "healthy guest handled every event");
+    assert_eq!(
+        handled.len(),
+        events.len(),
+        "healthy guest handled every event"
+    );
     for (i, (m, o)) in handled.iter().zip(events).enumerate() {
         assert_eq!(m, &format!("handled key={} n={}", o.key, i + 1));
     }
@@ -103,7 +112,14 @@ fn js_throw_is_a_handler_error_and_the_instance_carries_on() {
     let events = pods(6);
     let (errors, traps) = run_beside_healthy(&f, r#"{"mode":"throw","every":2}"#, &events, |_| {});
     assert_eq!(traps, vec![]);
-    assert_eq!(errors, vec!["boom key=ns/p1 n=2", "boom key=ns/p3 n=4", "boom key=ns/p5 n=6"]);
+    assert_eq!(
+        errors,
+        vec![
+            "boom key=ns/p1 n=2",
+            "boom key=ns/p3 n=4",
+            "boom key=ns/p5 n=6"
+        ]
+    );
 }
 
 #[test]

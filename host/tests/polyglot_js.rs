@@ -18,7 +18,13 @@ const CONFIG: &str = r#"{
 
 const DEPLOYMENTS: &str = "apps/v1/deployments";
 
-fn deployment(ns: &str, name: &str, rv: &str, labels: serde_json::Value, annotations: serde_json::Value) -> Cached {
+fn deployment(
+    ns: &str,
+    name: &str,
+    rv: &str,
+    labels: serde_json::Value,
+    annotations: serde_json::Value,
+) -> Cached {
     cached(
         DEPLOYMENTS,
         &json!({
@@ -32,9 +38,27 @@ fn deployment(ns: &str, name: &str, rv: &str, labels: serde_json::Value, annotat
 
 fn seed() -> Vec<Cached> {
     vec![
-        deployment("shop", "web", "10", json!({"team": "a", "app": "web", "tier": "frontend"}), json!({"owner": "x"})),
-        deployment("shop", "cart", "11", json!({"app": "cart"}), json!({"owner": "x"})),
-        deployment("shop", "db", "12", json!({"team": "a", "app": "db", "tier": "cache"}), json!({})),
+        deployment(
+            "shop",
+            "web",
+            "10",
+            json!({"team": "a", "app": "web", "tier": "frontend"}),
+            json!({"owner": "x"}),
+        ),
+        deployment(
+            "shop",
+            "cart",
+            "11",
+            json!({"app": "cart"}),
+            json!({"owner": "x"}),
+        ),
+        deployment(
+            "shop",
+            "db",
+            "12",
+            json!({"team": "a", "app": "db", "tier": "cache"}),
+            json!({}),
+        ),
         deployment("kube-system", "coredns", "13", json!({}), json!({})),
     ]
 }
@@ -59,7 +83,8 @@ fn auditor_reports_exactly_the_seeded_violations() {
     let objects = seed();
     let mut g = start(objects.clone());
     for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true)).expect("on-event");
+        g.on_event(&event(EventKind::Added, o, true))
+            .expect("on-event");
     }
     assert_eq!(
         g.messages(),
@@ -89,16 +114,25 @@ fn auditor_reports_fixes_and_stays_quiet_on_resync() {
     assert_eq!(g.messages(), Vec::<String>::new());
 
     // cart gets its team label: reported as compliant.
-    let fixed = deployment("shop", "cart", "20", json!({"app": "cart", "team": "b"}), json!({"owner": "x"}));
+    let fixed = deployment(
+        "shop",
+        "cart",
+        "20",
+        json!({"app": "cart", "team": "b"}),
+        json!({"owner": "x"}),
+    );
     set(&mut g, &fixed);
-    g.on_event(&event(EventKind::Updated, &fixed, false)).unwrap();
+    g.on_event(&event(EventKind::Updated, &fixed, false))
+        .unwrap();
     assert_eq!(g.messages(), vec!["compliant deployment=shop/cart"]);
     g.clear_logs();
 
     // db deleted, then recreated with the same violations: reported afresh.
-    g.on_event(&event(EventKind::Deleted, &objects[2], false)).unwrap();
+    g.on_event(&event(EventKind::Deleted, &objects[2], false))
+        .unwrap();
     assert_eq!(g.messages(), Vec::<String>::new());
-    g.on_event(&event(EventKind::Added, &objects[2], false)).unwrap();
+    g.on_event(&event(EventKind::Added, &objects[2], false))
+        .unwrap();
     assert_eq!(g.messages().len(), 2, "{:?}", g.messages());
 }
 
@@ -107,14 +141,25 @@ fn auditor_skips_events_the_cache_has_superseded() {
     let objects = seed();
     let mut g = start(objects.clone());
     // The cache already holds web at rv 30 without its team label.
-    let newer = deployment("shop", "web", "30", json!({"app": "web", "tier": "frontend"}), json!({"owner": "x"}));
+    let newer = deployment(
+        "shop",
+        "web",
+        "30",
+        json!({"app": "web", "tier": "frontend"}),
+        json!({"owner": "x"}),
+    );
     set(&mut g, &newer);
     // An event for an older web that also lacked `team`: stale, skipped.
     let older = deployment("shop", "web", "25", json!({"app": "web"}), json!({}));
-    g.on_event(&event(EventKind::Updated, &older, false)).unwrap();
+    g.on_event(&event(EventKind::Updated, &older, false))
+        .unwrap();
     assert_eq!(g.messages(), Vec::<String>::new());
-    g.on_event(&event(EventKind::Updated, &newer, false)).unwrap();
-    assert_eq!(g.messages(), vec!["violation deployment=shop/web missing-label=team"]);
+    g.on_event(&event(EventKind::Updated, &newer, false))
+        .unwrap();
+    assert_eq!(
+        g.messages(),
+        vec!["violation deployment=shop/web missing-label=team"]
+    );
 }
 
 #[test]
@@ -136,11 +181,17 @@ fn auditor_without_read_permission_gets_a_handler_error_not_a_trap() {
     let (component, _) = load(&engine, &plugin_path("deployment-auditor"));
     let mut g = Guest::new(&engine, &component, objects.clone(), &[]);
     g.init(CONFIG).unwrap();
-    let err = g.on_event(&event(EventKind::Added, &objects[1], false)).unwrap_err();
+    let err = g
+        .on_event(&event(EventKind::Added, &objects[1], false))
+        .unwrap_err();
     assert!(err.contains("forbidden"), "{err}");
     assert!(err.contains(DEPLOYMENTS), "{err}");
     // The instance is still usable afterwards.
     g.store.data_mut().readable.push(DEPLOYMENTS.to_string());
-    g.on_event(&event(EventKind::Added, &objects[1], false)).unwrap();
-    assert_eq!(g.messages().last().unwrap(), "violation deployment=shop/cart missing-label=team");
+    g.on_event(&event(EventKind::Added, &objects[1], false))
+        .unwrap();
+    assert_eq!(
+        g.messages().last().unwrap(),
+        "violation deployment=shop/cart missing-label=team"
+    );
 }

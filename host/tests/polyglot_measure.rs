@@ -3,7 +3,8 @@
 //! on-disk compilation cache, as the host uses it), instantiate + init, and the
 //! per-event time and fuel for a realistic ~3 KB object.
 //!
-//! Run with `cargo test --release -p wasm-informer --test polyglot_measure -- --ignored --nocapture`.
+//! Run with `cargo test -p wasm-informer --test polyglot_measure -- --ignored --nocapture`
+//! (dependencies, wasmtime and cranelift included, are optimised in the test profile).
 //! Ignored by default: it measures, the other polyglot tests check behaviour.
 //! It still asserts that every guest handled every event without error.
 
@@ -27,9 +28,11 @@ fn pod(i: usize) -> Cached {
         })
         .collect();
     let statuses: Vec<_> = (0..3)
-        .map(|c| json!({"name": format!("c{c}"), "ready": true, "restartCount": c,
+        .map(|c| {
+            json!({"name": format!("c{c}"), "ready": true, "restartCount": c,
                         "image": format!("registry.corp.example/team/app-{c}:1.{i}"),
-                        "state": {"running": {"startedAt": "2026-11-30T10:00:00Z"}}}))
+                        "state": {"running": {"startedAt": "2026-11-30T10:00:00Z"}}})
+        })
         .collect();
     cached(
         "v1/pods",
@@ -81,7 +84,13 @@ struct Row {
     fuel: u64,
 }
 
-fn measure(name: &'static str, lang: &'static str, config: &str, objects: Vec<Cached>, readable: &[&str]) -> Row {
+fn measure(
+    name: &'static str,
+    lang: &'static str,
+    config: &str,
+    objects: Vec<Cached>,
+    readable: &[&str],
+) -> Row {
     let path = plugin_path(name);
     let size = std::fs::metadata(&path).unwrap().len();
 
@@ -97,7 +106,10 @@ fn measure(name: &'static str, lang: &'static str, config: &str, objects: Vec<Ca
     g.init(config).expect("init");
     let instantiate = started.elapsed();
 
-    let events: Vec<Event> = objects.iter().map(|o| event(EventKind::Synced, o, false)).collect();
+    let events: Vec<Event> = objects
+        .iter()
+        .map(|o| event(EventKind::Synced, o, false))
+        .collect();
     let started = Instant::now();
     g.on_event(&events[0]).expect("first event");
     let first_event = started.elapsed();
@@ -110,7 +122,18 @@ fn measure(name: &'static str, lang: &'static str, config: &str, objects: Vec<Ca
         g.on_event(&events[i % events.len()]).expect("event");
     }
     let per_event = started.elapsed() / EVENTS as u32;
-    Row { name, lang, size, compile, cached, instantiate, first_event, per_event, first_fuel, fuel }
+    Row {
+        name,
+        lang,
+        size,
+        compile,
+        cached,
+        instantiate,
+        first_event,
+        per_event,
+        first_fuel,
+        fuel,
+    }
 }
 
 #[test]
@@ -118,7 +141,11 @@ fn measure(name: &'static str, lang: &'static str, config: &str, objects: Vec<Ca
 fn measure_every_guest_language() {
     let pods: Vec<Cached> = (0..50).map(pod).collect();
     let deployments: Vec<Cached> = (0..50).map(deployment).collect();
-    println!("event object sizes: pod {} B, deployment {} B", pods[0].view.json.len(), deployments[0].view.json.len());
+    println!(
+        "event object sizes: pod {} B, deployment {} B",
+        pods[0].view.json.len(),
+        deployments[0].view.json.len()
+    );
     let mut rows = vec![
         measure(
             "deployment-auditor",
@@ -134,11 +161,29 @@ fn measure_every_guest_language() {
             pods.clone(),
             &["v1/pods"],
         ),
-        measure("restart-alarm", "C", r#"{"threshold":5}"#, pods.clone(), &["v1/pods"]),
+        measure(
+            "restart-alarm",
+            "C",
+            r#"{"threshold":5}"#,
+            pods.clone(),
+            &["v1/pods"],
+        ),
     ];
     // The trivial guests isolate the language runtime's fixed cost per call.
-    rows.push(measure("js-faulty", "JavaScript (trivial)", r#"{"mode":"ok"}"#, pods.clone(), &["v1/pods"]));
-    rows.push(measure("py-faulty", "Python (trivial)", r#"{"mode":"ok"}"#, pods, &["v1/pods"]));
+    rows.push(measure(
+        "js-faulty",
+        "JavaScript (trivial)",
+        r#"{"mode":"ok"}"#,
+        pods.clone(),
+        &["v1/pods"],
+    ));
+    rows.push(measure(
+        "py-faulty",
+        "Python (trivial)",
+        r#"{"mode":"ok"}"#,
+        pods,
+        &["v1/pods"],
+    ));
 
     println!(
         "| plugin | language | .wasm | first compile | cached load | instantiate+init | first event | per event | fuel first/steady |"
@@ -158,6 +203,10 @@ fn measure_every_guest_language() {
             r.first_fuel,
             r.fuel
         );
-        assert!(r.cached < r.compile, "{}: the cached load must be faster than compiling", r.name);
+        assert!(
+            r.cached < r.compile,
+            "{}: the cached load must be faster than compiling",
+            r.name
+        );
     }
 }

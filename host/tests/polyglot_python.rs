@@ -32,9 +32,19 @@ fn pod(ns: &str, name: &str, rv: &str, containers: &[(&str, &str)]) -> Cached {
 
 fn seed() -> Vec<Cached> {
     vec![
-        pod("shop", "web-1", "1", &[("main", "registry.corp.example/shop/web:1.2")]),
+        pod(
+            "shop",
+            "web-1",
+            "1",
+            &[("main", "registry.corp.example/shop/web:1.2")],
+        ),
         pod("shop", "cache-1", "2", &[("main", "redis:7")]),
-        pod("shop", "bad-1", "3", &[("main", "evil.example/miner:latest")]),
+        pod(
+            "shop",
+            "bad-1",
+            "3",
+            &[("main", "evil.example/miner:latest")],
+        ),
         pod(
             "shop",
             "bad-2",
@@ -45,7 +55,12 @@ fn seed() -> Vec<Cached> {
             ],
         ),
         pod("shop", "hub-1", "5", &[("main", "someone/tool:2")]),
-        pod("kube-system", "proxy", "6", &[("main", "evil.example/proxy")]),
+        pod(
+            "kube-system",
+            "proxy",
+            "6",
+            &[("main", "evil.example/proxy")],
+        ),
     ]
 }
 
@@ -67,7 +82,8 @@ fn image_policy_reports_exactly_the_disallowed_images() {
     let objects = seed();
     let mut g = start(objects.clone());
     for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true)).expect("on-event");
+        g.on_event(&event(EventKind::Added, o, true))
+            .expect("on-event");
     }
     assert_eq!(
         g.messages(),
@@ -93,13 +109,21 @@ fn image_policy_is_quiet_on_resync_and_reports_fixes_and_recreations() {
     }
     assert_eq!(g.messages(), Vec::<String>::new());
 
-    let fixed = pod("shop", "bad-1", "9", &[("main", "registry.corp.example/miner:1")]);
-    g.on_event(&event(EventKind::Updated, &fixed, false)).unwrap();
+    let fixed = pod(
+        "shop",
+        "bad-1",
+        "9",
+        &[("main", "registry.corp.example/miner:1")],
+    );
+    g.on_event(&event(EventKind::Updated, &fixed, false))
+        .unwrap();
     assert_eq!(g.messages(), vec!["compliant pod=shop/bad-1"]);
     g.clear_logs();
 
-    g.on_event(&event(EventKind::Deleted, &objects[4], false)).unwrap();
-    g.on_event(&event(EventKind::Added, &objects[4], false)).unwrap();
+    g.on_event(&event(EventKind::Deleted, &objects[4], false))
+        .unwrap();
+    g.on_event(&event(EventKind::Added, &objects[4], false))
+        .unwrap();
     assert_eq!(
         g.messages(),
         vec!["violation pod=shop/hub-1 container=main image=someone/tool:2 registry=docker.io same-image-in-namespace=1"]
@@ -111,11 +135,19 @@ fn image_policy_rejects_a_bad_config_with_a_clear_error() {
     let engine = engine(Some(&test_cache_dir()));
     let (component, _) = load(&engine, &plugin_path("image-policy"));
     let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
-    let err = g.init(r#"{"allowed_registries": "docker.io"}"#).unwrap_err();
-    assert_eq!(err, "ValueError: config.allowed_registries must be an array of strings");
+    let err = g
+        .init(r#"{"allowed_registries": "docker.io"}"#)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "ValueError: config.allowed_registries must be an array of strings"
+    );
     let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
     let err = g.init("{}").unwrap_err();
-    assert_eq!(err, "ValueError: config.allowed_registries must name at least one registry");
+    assert_eq!(
+        err,
+        "ValueError: config.allowed_registries must name at least one registry"
+    );
 }
 
 #[test]
@@ -125,12 +157,18 @@ fn image_policy_cache_errors_are_handler_errors_not_traps() {
     let (component, _) = load(&engine, &plugin_path("image-policy"));
     let mut g = Guest::new(&engine, &component, objects.clone(), &[]);
     g.init(CONFIG).unwrap();
-    let err = g.on_event(&event(EventKind::Added, &objects[2], false)).unwrap_err();
-    assert_eq!(err, "CacheError: cache by-index v1/pods namespace: forbidden: v1/pods");
+    let err = g
+        .on_event(&event(EventKind::Added, &objects[2], false))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        "CacheError: cache by-index v1/pods namespace: forbidden: v1/pods"
+    );
     // Same instance carries on once the read is allowed.
     g.store.data_mut().readable.push(PODS.to_string());
     g.clear_logs();
-    g.on_event(&event(EventKind::Added, &objects[2], false)).unwrap();
+    g.on_event(&event(EventKind::Added, &objects[2], false))
+        .unwrap();
     assert_eq!(
         g.messages(),
         vec!["violation pod=shop/bad-1 container=main image=evil.example/miner:latest registry=evil.example same-image-in-namespace=2"]
