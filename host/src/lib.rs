@@ -8,3 +8,4 @@ pub mod object;
 pub mod notification;
 pub mod handler;
 pub mod cache_view;
+pub mod runtime;
