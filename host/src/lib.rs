@@ -4,7 +4,16 @@
 //! The modules follow the data flow (see `docs/ARCHITECTURE.md`):
 //! reflector → delta_fifo → indexer → processor/listener → plugin runtime.
 
+pub mod backoff;
 pub mod cache_view;
+pub mod delta_fifo;
 pub mod handler;
+pub mod indexer;
+pub mod informer;
+pub mod listener;
 pub mod notification;
 pub mod object;
+pub mod processor;
+pub mod reflector;
+pub mod resource;
+pub mod runtime;
