@@ -870,7 +870,8 @@ impl Store {
     }
 }
 
-fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), ApiError> {
+/// Rejects field selectors on fields `rt` does not support (400 naming the field).
+pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), ApiError> {
     for r in &fields.requirements {
         let ok = r.field == "metadata.name"
             || r.field == "metadata.namespace"
