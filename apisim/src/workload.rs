@@ -458,3 +458,30 @@ mod tests {
         assert_eq!(w.config().pods, 10);
     }
 }
+
+#[cfg(test)]
+mod balance_tests {
+    use super::*;
+
+    #[test]
+    fn churn_keeps_the_pod_count_roughly_stable() {
+        let store = Arc::new(Store::new(100_000));
+        let mut w = Workload::seed(store.clone(), WorkloadConfig::new(200, 4, 5)).unwrap();
+        let mut counts = (0, 0, 0);
+        for _ in 0..4000 {
+            match w.step().unwrap() {
+                Op::Create(_) => counts.0 += 1,
+                Op::UpdateStatus(_) => counts.1 += 1,
+                Op::Delete(_) => counts.2 += 1,
+            }
+        }
+        let pods = store.list_all(store.rid("v1", "pods")).len();
+        assert_eq!(pods, 200 + counts.0 - counts.2, "{counts:?}");
+        // 25% creates and 25% deletes: the difference stays within a few standard deviations.
+        assert!(
+            (pods as i64 - 200).abs() < 250,
+            "{pods} pods after {counts:?}"
+        );
+        assert!((counts.1 as i64 - 2000).abs() < 250, "{counts:?}");
+    }
+}
