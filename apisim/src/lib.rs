@@ -31,6 +31,7 @@ pub mod scale;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod table;
 pub mod watch;
 pub mod workload;
 

@@ -79,6 +79,12 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().unwrap_or("").to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let content_type = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -110,7 +116,8 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         return error_response(&f.error());
     }
     let q = Query::parse(&raw_query);
-    match route(&app, &method, &path, &q, &content_type, body).await {
+    let table = crate::table::wants_table(&accept);
+    match route(&app, &method, &path, &q, &content_type, table, body).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");
@@ -193,12 +200,14 @@ fn parse_target(store: &Store, segs: &[&str]) -> Result<Option<Target>, ApiError
     Ok(Some(t))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn route(
     app: &App,
     method: &Method,
     path: &str,
     q: &Query,
     content_type: &str,
+    table: bool,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let segs: Vec<&str> = path
@@ -246,7 +255,7 @@ async fn route(
     match (method.clone(), &t.name, t.sub.as_deref()) {
         (Method::GET, None, None) => {
             if q.flag("watch") {
-                watch(app, &t, q)
+                watch(app, &t, q, table)
             } else {
                 let req = q.list_request(ns.as_deref())?;
                 if let Some(tok) = &req.continue_token {
@@ -255,6 +264,20 @@ async fn route(
                     }
                 }
                 let page = app.store.list(t.rid, &req)?;
+                if table {
+                    let objs: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
+                    let mut meta = json!({"resourceVersion": page.rv.to_string()});
+                    if let Some(c) = &page.continue_token {
+                        meta["continue"] = json!(c);
+                    }
+                    if let Some(r) = page.remaining {
+                        meta["remainingItemCount"] = json!(r);
+                    }
+                    return Ok(value_response(
+                        200,
+                        &crate::table::table(&t.rt, &objs, meta),
+                    ));
+                }
                 Ok(json_response(200, list_body(&t.rt, &page)))
             }
         }
@@ -324,10 +347,17 @@ async fn route(
             };
             let ns = ns.unwrap_or_default();
             match m {
-                Method::GET => Ok(json_response(
-                    200,
-                    app.store.get(t.rid, &ns, name)?.json.clone(),
-                )),
+                Method::GET => {
+                    let o = app.store.get(t.rid, &ns, name)?;
+                    if table && sub == Subresource::Main {
+                        let meta = json!({"resourceVersion": o.rv.to_string()});
+                        return Ok(value_response(
+                            200,
+                            &crate::table::table(&t.rt, &[o.value()], meta),
+                        ));
+                    }
+                    Ok(json_response(200, o.json.clone()))
+                }
                 Method::PUT => {
                     let obj = parse_json(&body, "update", &t.rt)?;
                     if is_dry_run(q) {
@@ -452,7 +482,7 @@ pub fn list_body(rt: &ResourceType, page: &ListPage) -> Bytes {
     b.freeze()
 }
 
-fn watch(app: &App, t: &Target, q: &Query) -> Result<Response, ApiError> {
+fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiError> {
     let rv = q.resource_version()?;
     let send_initial = match q.get("sendInitialEvents") {
         None | Some("") => None,
@@ -504,6 +534,7 @@ fn watch(app: &App, t: &Target, q: &Query) -> Result<Response, ApiError> {
         initial_events_end: send_initial == Some(true),
         bookmarks,
         timeout,
+        table,
     };
     let w = Watch::open(
         app.store.clone(),

@@ -53,6 +53,8 @@ pub struct WatchRequest {
     pub bookmarks: bool,
     /// When the stream ends cleanly.
     pub timeout: Duration,
+    /// Send each object as a one-row `Table` (the client asked for `as=Table`).
+    pub table: bool,
 }
 
 /// Events per chunk written to the socket.
@@ -201,6 +203,17 @@ impl WatchState {
         false
     }
 
+    /// The event object as the client asked for it: the object, or a one-row Table.
+    fn render(&self, json: Bytes) -> Bytes {
+        if !self.req.table {
+            return json;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&json).expect("stored JSON is valid");
+        let rv = v["metadata"]["resourceVersion"].clone();
+        let t = crate::table::table(&self.rt, &[v], serde_json::json!({"resourceVersion": rv}));
+        Bytes::from(serde_json::to_vec(&t).expect("JSON serializes"))
+    }
+
     /// Translates one change through this watcher's filters (the apiserver's rules: moving out of
     /// the selector is DELETED with the previous content, moving in is ADDED).
     fn translate(&self, c: &Change) -> Option<(&'static str, Bytes)> {
@@ -253,7 +266,8 @@ impl WatchState {
                     let batch: Vec<ObjectRef> = items.by_ref().take(BATCH).collect();
                     let exhausted = items.len() == 0;
                     for o in &batch {
-                        if self.push_event(&mut buf, "ADDED", &o.json) {
+                        let json = self.render(o.json.clone());
+                        if self.push_event(&mut buf, "ADDED", &json) {
                             return Some(Ok(buf.freeze()));
                         }
                     }
@@ -289,6 +303,7 @@ impl WatchState {
                             for c in &changes {
                                 self.cursor = c.rv;
                                 if let Some((ty, json)) = self.translate(c) {
+                                    let json = self.render(json);
                                     if self.push_event(&mut buf, ty, &json) {
                                         return Some(Ok(buf.freeze()));
                                     }
@@ -388,6 +403,7 @@ mod tests {
             initial_events_end: false,
             bookmarks: false,
             timeout: Duration::from_secs(60),
+            table: false,
         };
         let w = Watch::open(store.clone(), faults.clone(), req, Duration::from_secs(60)).unwrap();
         assert_eq!(faults.open_watches(), 1);

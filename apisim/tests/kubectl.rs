@@ -145,6 +145,13 @@ async fn get_pods_all_namespaces() {
     assert_eq!(got.len(), 30);
     let table = k.ok(&["get", "pods", "-A"]).await;
     assert!(table.starts_with("NAMESPACE"), "{table}");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "server-side Table columns"
+    );
+    assert!(table.lines().skip(1).all(|l| l.contains("/1")), "{table}");
     assert_eq!(table.lines().count(), 31);
     let lists = k.requests("GET", "/api/v1/pods");
     assert!(
