@@ -428,16 +428,38 @@ async fn i6_listener_added_mid_churn_gets_replay_then_live_without_gap_or_duplic
     let late = p.processor.add_listener(cfg("late", 1 << 22), rec).unwrap();
     churn.join().unwrap();
 
+    // Receive until both listeners' views equal the cache.
+    let want = cache_view(&p.indexer);
     let mut reference: Vec<NotificationRef> = Vec::new();
+    let mut ref_view = View::default();
+    while ref_view.0 != want {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(60), ref_rx.recv())
+            .await
+            .expect("reference listener stalled")
+            .unwrap();
+        ref_view.apply(&n);
+        reference.push(n);
+    }
+    let mut late_log: Vec<NotificationRef> = Vec::new();
+    let mut late_view = View::default();
+    while late_view.0 != want {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(60), new_rx.recv())
+            .await
+            .expect("late listener stalled")
+            .unwrap();
+        late_view.apply(&n);
+        late_log.push(n);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
     while let Ok((n, _)) = ref_rx.try_recv() {
         reference.push(n);
     }
-    // Wait for the late listener to drain.
-    wait_until("late listener drained", || late.queued() == 0).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok((n, _)) = new_rx.try_recv() {
+        late_log.push(n);
+    }
     let mut replay = BTreeMap::new();
     let mut live: Vec<NotificationRef> = Vec::new();
-    while let Ok((n, _)) = new_rx.try_recv() {
+    for n in late_log {
         if n.in_initial_list && live.is_empty() {
             assert_eq!(n.kind, EventKind::Added);
             assert!(
@@ -668,5 +690,42 @@ async fn listener_has_synced_after_handling_the_initial_list() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!h.has_synced());
     permits.add_permits(1);
+    wait_until("listener synced", || h.has_synced()).await;
+}
+
+/// I4/I6: a listener too small for the initial list still receives every
+/// initial object flagged `in_initial_list`, and syncs once it has them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflowed_initial_list_keeps_in_initial_list() {
+    let p = Pipeline::new();
+    let permits = Arc::new(Semaphore::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(
+            cfg("small", 4),
+            Gated {
+                permits: permits.clone(),
+                tx,
+            },
+        )
+        .unwrap();
+    p.fifo
+        .replace((0..50).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    assert!(h.stats().snapshot().overflowed > 0);
+    assert!(!h.has_synced());
+    permits.add_permits(1 << 20);
+    let mut keys = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.kind, EventKind::Added);
+        assert!(n.in_initial_list, "{} lost in_initial_list", n.key);
+        keys.insert(n.key.to_string());
+    }
+    assert_eq!(keys.len(), 50);
     wait_until("listener synced", || h.has_synced()).await;
 }

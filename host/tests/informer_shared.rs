@@ -129,6 +129,12 @@ async fn registry_shares_one_informer_and_stops_it_after_the_last_listener() {
     let stats = reg.stats();
     assert_eq!(stats["v1/pods"].objects, server.len() as u64);
     assert_eq!(a.stats().snapshot().added, server.len() as u64);
+    assert_eq!(
+        a.stats().latency.count(),
+        server.len() as u64,
+        "one latency sample per handled event"
+    );
+    assert!(a.stats().snapshot().latency_p99_us >= a.stats().snapshot().latency_p50_us);
 
     drop(a);
     assert_eq!(
