@@ -232,6 +232,17 @@ async fn route(
         }
         _ => {}
     }
+    if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf") {
+        return Err(ApiError {
+            code: 415,
+            reason: "UnsupportedMediaType".into(),
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type})"
+            ),
+            details: None,
+            continue_token: None,
+        });
+    }
     let Some(t) = parse_target(&app.store, &segs)? else {
         return Err(ApiError::no_route(path));
     };
@@ -242,6 +253,11 @@ async fn route(
                 watch(app, &t, q)
             } else {
                 let req = q.list_request(ns.as_deref())?;
+                if let Some(tok) = &req.continue_token {
+                    if app.faults.take_continue_expiry() {
+                        return Err(ApiError::expired_continue(tok));
+                    }
+                }
                 let page = app.store.list(t.rid, &req)?;
                 Ok(json_response(200, list_body(&t.rt, &page)))
             }

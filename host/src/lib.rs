@@ -16,3 +16,4 @@ pub mod object;
 pub mod processor;
 pub mod reflector;
 pub mod resource;
+pub mod runtime;
