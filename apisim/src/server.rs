@@ -232,17 +232,13 @@ async fn route(
         }
         _ => {}
     }
-    if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf") {
-        return Err(ApiError {
-            code: 415,
-            reason: "UnsupportedMediaType".into(),
-            message: format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {content_type})"
-            ),
-            details: None,
-            continue_token: None,
-        });
-    }
+    // kubectl's typed clientset sends protobuf for a few kinds; decode those to JSON.
+    let body = if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf")
+    {
+        Bytes::from(serde_json::to_vec(&crate::protobuf::decode(&body)?).expect("JSON serializes"))
+    } else {
+        body
+    };
     let Some(t) = parse_target(&app.store, &segs)? else {
         return Err(ApiError::no_route(path));
     };
@@ -295,6 +291,27 @@ async fn route(
             Ok(json_response(200, list_body(&t.rt, &page)))
         }
         (m, Some(name), sub) => {
+            if sub == Some("scale") && crate::scale::has_scale(&t.rt) {
+                let ns = ns.unwrap_or_default();
+                let v = match m {
+                    Method::GET => crate::scale::get(&app.store, t.rid, &ns, name)?,
+                    Method::PUT => {
+                        let body = parse_json(&body, "update", &t.rt)?;
+                        crate::scale::put(&app.store, t.rid, &ns, name, &body)?
+                    }
+                    Method::PATCH => {
+                        let pt = PatchType::from_content_type(content_type)?;
+                        let p = patch::parse_body(pt, &body)?;
+                        crate::scale::patch(&app.store, t.rid, &ns, name, pt, &p)?
+                    }
+                    _ => {
+                        return Err(ApiError::method_not_allowed(format!(
+                            "{method} is not supported on {path}"
+                        )))
+                    }
+                };
+                return Ok(value_response(200, &v));
+            }
             let sub = match sub {
                 None => Subresource::Main,
                 Some("status") if t.rt.status_subresource => Subresource::Status,

@@ -360,3 +360,97 @@ fn reqwest_like(
         })
     }
 }
+
+async fn admin(client: &kube::Client, path: &str) -> serde_json::Value {
+    let text = client
+        .request_text(http::Request::post(path).body(Vec::new()).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn admin_endpoints_drive_every_watch_and_list_fault() {
+    use futures::TryStreamExt;
+    use kube::api::{ListParams, WatchParams};
+    let sim = start(SimConfig::default()).await;
+    let c = client(&sim);
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let store = sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+
+    // drop-watches: the open stream ends with an error.
+    let mut s = api
+        .watch(&WatchParams::default(), &store.current_rv().to_string())
+        .await
+        .unwrap()
+        .boxed();
+    let f = sim.faults().clone();
+    eventually("watch open", || {
+        let f = f.clone();
+        async move { f.open_watches() == 1 }
+    })
+    .await;
+    assert_eq!(admin(&c, "/_sim/faults/drop-watches").await["dropped"], 1);
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match s.try_next().await {
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok());
+
+    // cut-watch: the next event arrives cut and the stream fails.
+    let mut s = api
+        .watch(&WatchParams::default(), &store.current_rv().to_string())
+        .await
+        .unwrap()
+        .boxed();
+    admin(&c, "/_sim/faults/cut-watch").await;
+    store
+        .create(cms, Some("default"), configmap("cut", "default", json!({})))
+        .unwrap();
+    let first = tokio::time::timeout(PATIENCE, s.try_next()).await.unwrap();
+    assert!(
+        !matches!(first, Ok(Some(kube::api::WatchEvent::Added(_)))),
+        "a cut event must not decode: {first:?}"
+    );
+
+    // compact: stats report the compaction point at the current RV.
+    admin(&c, "/_sim/faults/compact").await;
+    assert_eq!(store.compacted_rv(), store.current_rv());
+
+    // expire-continue: an issued token gets 410.
+    for i in 0..3 {
+        store
+            .create(
+                cms,
+                Some("default"),
+                configmap(&format!("p{i}"), "default", json!({})),
+            )
+            .unwrap();
+    }
+    let page = api.list(&ListParams::default().limit(1)).await.unwrap();
+    admin(&c, "/_sim/faults/expire-continue").await;
+    let tok = page.metadata.continue_.unwrap();
+    match api
+        .list(&ListParams::default().limit(1).continue_token(&tok))
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => assert_eq!(s.code, 410),
+        other => panic!("expected 410, got {other:?}"),
+    }
+
+    // delay: responses take at least the delay; reset removes it.
+    assert_eq!(admin(&c, "/_sim/faults/delay?ms=300").await["delayMs"], 300);
+    let t = std::time::Instant::now();
+    api.list(&ListParams::default()).await.unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    admin(&c, "/_sim/faults/reset").await;
+    assert_eq!(sim.faults().delay(), None);
+    sim.shutdown().await;
+}

@@ -524,3 +524,103 @@ spec:
     );
     k.sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_a_deployment() {
+    let k = Kubectl::new().await;
+    let d = k.file(
+        "d.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: c
+        image: nginx
+",
+    );
+    k.ok(&["apply", "-f", &d]).await;
+    assert_eq!(
+        k.ok(&["scale", "deployment", "web", "--replicas=5"])
+            .await
+            .trim(),
+        "deployment.apps/web scaled"
+    );
+    let store = k.sim.store();
+    let dep = store
+        .get(store.rid("apps/v1", "deployments"), "default", "web")
+        .unwrap()
+        .value();
+    assert_eq!(dep["spec"]["replicas"], 5);
+    assert_eq!(dep["metadata"]["generation"], 2);
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imperative_create_of_namespace_configmap_and_secret() {
+    // kubectl sends these bodies as protobuf.
+    let k = Kubectl::new().await;
+    k.ok(&["create", "namespace", "team"]).await;
+    k.ok(&[
+        "create",
+        "configmap",
+        "c1",
+        "-n",
+        "team",
+        "--from-literal=a=b",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "-n",
+        "team",
+        "--from-literal=pw=hunter2",
+    ])
+    .await;
+    let store = k.sim.store();
+    let ns = store
+        .get(store.rid("v1", "namespaces"), "", "team")
+        .unwrap()
+        .value();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
+    assert!(ns["metadata"].get("generateName").is_none());
+    let cm = store
+        .get(store.rid("v1", "configmaps"), "team", "c1")
+        .unwrap()
+        .value();
+    assert_eq!(cm["data"], json!({"a": "b"}));
+    let s = store
+        .get(store.rid("v1", "secrets"), "team", "s1")
+        .unwrap()
+        .value();
+    assert_eq!(s["data"], json!({"pw": "aHVudGVyMg=="}));
+    assert_eq!(s["type"], "Opaque");
+    let posts: Vec<_> = k
+        .sim
+        .request_log()
+        .entries()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert!(
+        posts
+            .iter()
+            .all(|r| r.content_type == "application/vnd.kubernetes.protobuf"),
+        "{posts:?}"
+    );
+    k.sim.shutdown().await;
+}
