@@ -14,6 +14,8 @@
 //! - [`DeltaFifo::has_synced`] turns true only once every item queued by the first
 //!   Replace has been popped *and* reported processed with [`DeltaFifo::done`].
 
+#![warn(missing_docs)]
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -60,7 +62,7 @@ impl Delta {
     }
 }
 
-/// What [`DeltaFifo::pop`] returns: every queued delta of one key.
+/// What [`DeltaFifo::pop_process`] hands over: every queued delta of one key.
 #[derive(Debug)]
 pub struct Popped {
     /// The object key.

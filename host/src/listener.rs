@@ -7,13 +7,13 @@
 //! changed, so that it later receives the final state of each such key.
 //!
 //! Invariants:
-//! - I1: [`ListenerShared::push`] is O(1) (one map or queue operation under the
+//! - I1: `ListenerShared::push` is O(1) (one map or queue operation under the
 //!   listener's own mutex) and never awaits anything.
 //! - I3: while the queue has room and no key is pending, notifications are queued
 //!   in dispatch order; per-key order always holds (a pending key is resolved only
 //!   after every notification queued before it was taken).
 //! - I4: at most `capacity` full notifications are queued; on overflow the only
-//!   growth is one [`DirtyEntry`] per distinct key.
+//!   growth is one `DirtyEntry` per distinct key.
 //! - I5: a pending key is resolved against the Indexer while the dispatcher is
 //!   excluded, to the current object (`Added` if the handler never knew the key,
 //!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
@@ -21,6 +21,8 @@
 //! - I6: a replay (on subscribe or after [`Delivery::Restarted`]) is a snapshot
 //!   taken while the dispatcher is excluded; it supersedes everything queued or
 //!   pending, and every later notification follows it.
+
+#![warn(missing_docs)]
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, VecDeque};
@@ -180,20 +182,35 @@ impl LatencyHistogram {
 /// Field names follow the report JSON where they overlap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ListenerStatsSnapshot {
+    /// See [`ListenerStats::added`].
     pub added: u64,
+    /// See [`ListenerStats::updated`].
     pub updated: u64,
+    /// See [`ListenerStats::deleted`].
     pub deleted: u64,
+    /// See [`ListenerStats::synced`].
     pub synced: u64,
+    /// See [`ListenerStats::replayed`].
     pub replayed: u64,
+    /// See [`ListenerStats::overflowed`].
     pub overflowed: u64,
+    /// See [`ListenerStats::coalesced`].
     pub coalesced: u64,
+    /// See [`ListenerStats::queue_depth`].
     pub queue_depth: u64,
+    /// See [`ListenerStats::max_depth`].
     pub max_depth: u64,
+    /// See [`ListenerStats::pending_keys`].
     pub pending_keys: u64,
+    /// See [`ListenerStats::max_pending_keys`].
     pub max_pending_keys: u64,
+    /// See [`ListenerStats::handler_errors`].
     pub handler_errors: u64,
+    /// See [`ListenerStats::restarts`].
     pub restarts: u64,
+    /// Median latency from entering the listener to the handler returning, µs.
     pub latency_p50_us: u64,
+    /// 99th percentile of that latency, µs.
     pub latency_p99_us: u64,
 }
 

@@ -16,6 +16,8 @@
 //! - a bookmark advances the resourceVersion and produces no delta;
 //! - `last_sync_resource_version` is only ever a version the server sent.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,18 +131,31 @@ pub struct ReflectorStats {
 /// A copy of [`ReflectorStats`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReflectorStatsSnapshot {
+    /// See [`ReflectorStats::lists`].
     pub lists: u64,
+    /// See [`ReflectorStats::list_pages`].
     pub list_pages: u64,
+    /// See [`ReflectorStats::streaming_lists`].
     pub streaming_lists: u64,
+    /// See [`ReflectorStats::streaming_fallbacks`].
     pub streaming_fallbacks: u64,
+    /// See [`ReflectorStats::watches`].
     pub watches: u64,
+    /// See [`ReflectorStats::watch_restarts`].
     pub watch_restarts: u64,
+    /// See [`ReflectorStats::relists_410`].
     pub relists_410: u64,
+    /// See [`ReflectorStats::bookmarks`].
     pub bookmarks: u64,
+    /// See [`ReflectorStats::events`].
     pub events: u64,
+    /// See [`ReflectorStats::errors`].
     pub errors: u64,
+    /// See [`ReflectorStats::decode_errors`].
     pub decode_errors: u64,
+    /// The last resourceVersion synced to.
     pub last_sync_resource_version: String,
+    /// The most recent error, if any.
     pub last_error: Option<String>,
 }
 
