@@ -115,6 +115,8 @@ pub struct ListenerStats {
     pub handler_errors: AtomicU64,
     /// `Delivery::Restarted` results (each followed by a replay).
     pub restarts: AtomicU64,
+    /// Handler panics (the listener closes after one).
+    pub panics: AtomicU64,
     /// Time from a notification entering the listener (queued, resolved or
     /// snapshotted) to its handler returning.
     pub latency: LatencyHistogram,
@@ -208,6 +210,8 @@ pub struct ListenerStatsSnapshot {
     pub handler_errors: u64,
     /// See [`ListenerStats::restarts`].
     pub restarts: u64,
+    /// See [`ListenerStats::panics`].
+    pub panics: u64,
     /// Median latency from entering the listener to the handler returning, µs.
     pub latency_p50_us: u64,
     /// 99th percentile of that latency, µs.
@@ -232,6 +236,7 @@ impl ListenerStats {
             max_pending_keys: r(&self.max_pending_keys),
             handler_errors: r(&self.handler_errors),
             restarts: r(&self.restarts),
+            panics: r(&self.panics),
             latency_p50_us: self.latency.quantile_us(0.5),
             latency_p99_us: self.latency.quantile_us(0.99),
         }
@@ -678,9 +683,23 @@ fn tombstone(key: &str) -> ObjectRef {
 
 /// The listener's task: feeds notifications to the handler one at a time and
 /// replays the cache into it after [`Delivery::Restarted`].
+/// A handler that panics is not called again: the listener closes (its queue is
+/// freed and it stops accepting notifications) and `panics` counts it.
 pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut handler: H) {
+    use futures::FutureExt;
     while let Some((n, since)) = shared.next().await {
-        let delivery = handler.handle(n.clone()).await;
+        let delivery = match std::panic::AssertUnwindSafe(handler.handle(n.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(d) => d,
+            Err(_) => {
+                tracing::error!(listener = %shared.config.name, key = %n.key, "handler panicked; listener closed");
+                shared.stats.panics.fetch_add(1, Ordering::Relaxed);
+                shared.close();
+                return;
+            }
+        };
         shared.stats.latency.record(since.elapsed());
         shared.consumed(&n, &delivery);
         if delivery == Delivery::Restarted {
