@@ -1,0 +1,197 @@
+//! The C example plugin `restart-alarm` (plugins/restart-alarm, built by
+//! scripts/build-plugins.sh with wit-bindgen c + clang-19) running in wasmtime:
+//! it alarms exactly on containers at or above the restart threshold, with the
+//! namespace's extent from a cache `list` query, once per increase, forgets
+//! deleted pods, and turns a bad config or a cache error into an error result.
+
+mod polyglot_support;
+
+use polyglot_support::*;
+use serde_json::json;
+
+const PODS: &str = "v1/pods";
+
+fn pod(ns: &str, name: &str, rv: &str, restarts: &[(&str, i64)], init: &[(&str, i64)]) -> Cached {
+    let st = |l: &[(&str, i64)]| -> Vec<serde_json::Value> {
+        l.iter()
+            .map(|(n, r)| json!({"name": n, "restartCount": r, "ready": true, "image": "x"}))
+            .collect()
+    };
+    cached(
+        PODS,
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": ns, "name": name, "uid": format!("uid-{name}"), "resourceVersion": rv,
+                         "labels": {"app": name}},
+            "spec": {"containers": [{"name": "c1", "image": "x"}]},
+            "status": {"phase": "Running", "containerStatuses": st(restarts), "initContainerStatuses": st(init)}
+        }),
+    )
+}
+
+fn seed() -> Vec<Cached> {
+    vec![
+        pod("prod", "a", "1", &[("c1", 7), ("c2", 0)], &[]),
+        pod("prod", "b", "2", &[("c1", 5)], &[]),
+        pod("prod", "c", "3", &[("c1", 4)], &[]),
+        pod("dev", "d", "4", &[("main", 9)], &[]),
+        pod("dev", "e", "5", &[("main", 0)], &[("setup", 6)]),
+    ]
+}
+
+fn start(cache: Vec<Cached>) -> Guest {
+    let engine = engine(Some(&test_cache_dir()));
+    let (component, _) = load(&engine, &plugin_path("restart-alarm"));
+    let mut g = Guest::new(&engine, &component, cache, &[PODS]);
+    g.init(r#"{"threshold": 5}"#).expect("init");
+    assert_eq!(g.messages(), vec!["policy threshold=5"]);
+    assert_eq!(g.store.data().logs[0].0, Level::Info);
+    g.clear_logs();
+    g
+}
+
+fn set(g: &mut Guest, c: &Cached) {
+    let cache = &mut g.store.data_mut().cache;
+    cache.retain(|x| x.key != c.key);
+    cache.push(c.clone());
+}
+
+#[test]
+fn restart_alarm_alarms_exactly_on_the_seeded_restarts() {
+    let objects = seed();
+    let mut g = start(objects.clone());
+    for o in &objects {
+        g.on_event(&event(EventKind::Added, o, true))
+            .expect("on-event");
+    }
+    assert_eq!(
+        g.messages(),
+        vec![
+            "alarm pod=prod/a container=c1 restarts=7 threshold=5 namespace-pods-alarming=2",
+            "alarm pod=prod/b container=c1 restarts=5 threshold=5 namespace-pods-alarming=2",
+            "alarm pod=dev/d container=main restarts=9 threshold=5 namespace-pods-alarming=2",
+            "alarm pod=dev/e container=setup restarts=6 threshold=5 namespace-pods-alarming=2",
+        ]
+    );
+    assert!(g.store.data().logs.iter().all(|(l, _)| *l == Level::Warn));
+}
+
+#[test]
+fn restart_alarm_alarms_once_per_increase_and_forgets_deleted_pods() {
+    let objects = seed();
+    let mut g = start(objects.clone());
+    for o in &objects {
+        g.on_event(&event(EventKind::Added, o, true)).unwrap();
+    }
+    g.clear_logs();
+
+    // Resync and an update with unchanged counts: quiet.
+    for o in &objects {
+        g.on_event(&event(EventKind::Synced, o, false)).unwrap();
+    }
+    assert_eq!(g.messages(), Vec::<String>::new());
+
+    // a restarts once more; c crosses the threshold.
+    let a = pod("prod", "a", "10", &[("c1", 8), ("c2", 0)], &[]);
+    let c = pod("prod", "c", "11", &[("c1", 5)], &[]);
+    set(&mut g, &a);
+    set(&mut g, &c);
+    g.on_event(&event(EventKind::Updated, &a, false)).unwrap();
+    g.on_event(&event(EventKind::Updated, &c, false)).unwrap();
+    assert_eq!(
+        g.messages(),
+        vec![
+            "alarm pod=prod/a container=c1 restarts=8 threshold=5 namespace-pods-alarming=3",
+            "alarm pod=prod/c container=c1 restarts=5 threshold=5 namespace-pods-alarming=3",
+        ]
+    );
+    g.clear_logs();
+
+    // b is deleted and recreated with the same count: a new pod, a new alarm.
+    g.on_event(&event(EventKind::Deleted, &objects[1], false))
+        .unwrap();
+    assert_eq!(g.messages(), Vec::<String>::new());
+    g.on_event(&event(EventKind::Added, &objects[1], false))
+        .unwrap();
+    assert_eq!(
+        g.messages(),
+        vec!["alarm pod=prod/b container=c1 restarts=5 threshold=5 namespace-pods-alarming=3"]
+    );
+}
+
+#[test]
+fn restart_alarm_survives_many_pods() {
+    // Enough pods to grow the alarm table several times, then delete them all.
+    let objects: Vec<Cached> = (0..500)
+        .map(|i| {
+            pod(
+                "bulk",
+                &format!("p{i}"),
+                &format!("{i}"),
+                &[("c", 5 + (i % 3) as i64)],
+                &[],
+            )
+        })
+        .collect();
+    let mut g = start(vec![]);
+    for o in &objects {
+        g.on_event(&event(EventKind::Added, o, false)).unwrap();
+    }
+    assert_eq!(g.messages().len(), 500);
+    for o in &objects {
+        g.on_event(&event(EventKind::Deleted, o, false)).unwrap();
+    }
+    g.clear_logs();
+    g.on_event(&event(EventKind::Added, &objects[7], false))
+        .unwrap();
+    assert_eq!(
+        g.messages(),
+        vec!["alarm pod=bulk/p7 container=c restarts=6 threshold=5 namespace-pods-alarming=0"]
+    );
+}
+
+#[test]
+fn restart_alarm_rejects_a_bad_config_with_a_clear_error() {
+    let engine = engine(Some(&test_cache_dir()));
+    let (component, _) = load(&engine, &plugin_path("restart-alarm"));
+    for (config, want) in [
+        (
+            r#"{"threshold": 0}"#,
+            "config.threshold must be a positive integer",
+        ),
+        (
+            r#"{"threshold": "5"}"#,
+            "config.threshold must be a positive integer",
+        ),
+        (
+            r#"{"threshold": 2.5}"#,
+            "config.threshold must be a positive integer",
+        ),
+        ("[1]", "config is not a JSON table"),
+        ("{\"threshold\": ", "config is not a JSON table"),
+    ] {
+        let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
+        assert_eq!(g.init(config).unwrap_err(), want, "config {config}");
+    }
+}
+
+#[test]
+fn restart_alarm_cache_errors_are_handler_errors_not_traps() {
+    let objects = seed();
+    let engine = engine(Some(&test_cache_dir()));
+    let (component, _) = load(&engine, &plugin_path("restart-alarm"));
+    let mut g = Guest::new(&engine, &component, objects.clone(), &[]);
+    g.init("{}").unwrap();
+    let err = g
+        .on_event(&event(EventKind::Added, &objects[0], false))
+        .unwrap_err();
+    assert_eq!(err, "cache list v1/pods: forbidden: v1/pods");
+    g.store.data_mut().readable.push(PODS.to_string());
+    g.clear_logs();
+    g.on_event(&event(EventKind::Added, &objects[0], false))
+        .unwrap();
+    assert_eq!(
+        g.messages(),
+        vec!["alarm pod=prod/a container=c1 restarts=7 threshold=5 namespace-pods-alarming=2"]
+    );
+}

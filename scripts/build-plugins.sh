@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The one build entry point for every wasm-informer plugin, in every language.
+#
+#   scripts/build-plugins.sh [-f] [NAME...]
+#
+# Builds each plugin folder into target/plugins/<folder-name>.wasm:
+#   plugins/<name>/Cargo.toml  Rust    cargo build --release --target wasm32-wasip2
+#   plugins/<name>/plugin.js   JS      componentize-js (sdk/js/build.mjs)
+#   plugins/<name>/app.py      Python  componentize-py, with sdk/python on the path
+#   plugins/<name>/plugin.c    C       wit-bindgen c + clang-19 + wasm-component-ld
+# Folders under plugins/testing/ (fault guests for the containment tests) are
+# built the same way.
+#
+# Incremental: a plugin whose output is newer than its sources (its folder, its
+# language's SDK and wit/) is skipped; -f rebuilds anyway. NAME... limits the
+# build to those plugins. A missing toolchain is an error naming the install
+# command; no language is ever skipped.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$ROOT/target/plugins"
+WIT="$ROOT/wit"
+WORLD="event-handler"
+FORCE=0
+ONLY=()
+for a in "$@"; do
+    case "$a" in
+        -f|--force) FORCE=1 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -*) echo "build-plugins: unknown option $a" >&2; exit 2 ;;
+        *) ONLY+=("$a") ;;
+    esac
+done
+
+die() { echo "build-plugins: error: $*" >&2; exit 1; }
+now_ms() { date +%s%3N; }
+
+# ---- toolchain checks (each returns a clear error) -------------------------
+check_rust() {
+    command -v cargo >/dev/null || die "cargo not found: install Rust with rustup"
+    rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 \
+        || die "Rust target wasm32-wasip2 missing: run 'rustup target add wasm32-wasip2' (or scripts/setup.sh)"
+}
+check_js() {
+    command -v node >/dev/null || die "node not found: install Node.js >= 18 (apt-get install nodejs npm)"
+    [ -d "$ROOT/sdk/js/node_modules/@bytecodealliance/componentize-js" ] \
+        || die "componentize-js missing: run '(cd sdk/js && npm ci)' (or scripts/setup.sh)"
+}
+PY_TOOL="$ROOT/.venv/bin/componentize-py"
+check_py() {
+    [ -x "$PY_TOOL" ] \
+        || die "componentize-py missing: run 'python3 -m venv .venv && .venv/bin/pip install -r sdk/python/requirements.txt' (or scripts/setup.sh)"
+}
+WASM_COMPONENT_LD=""
+check_c() {
+    command -v clang-19 >/dev/null \
+        || die "clang-19 not found: run 'apt-get install clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32' (or scripts/setup.sh)"
+    [ -n "$(find /usr/lib/llvm-19/lib/clang/19/lib -name 'libclang_rt.builtins*wasm32*' 2>/dev/null | head -1)" ] \
+        || die "wasm32 compiler runtime missing: run 'apt-get install libclang-rt-19-dev-wasm32' (or scripts/setup.sh)"
+    [ -d /usr/include/wasm32-wasi ] \
+        || die "wasi-libc missing: run 'apt-get install wasi-libc' (or scripts/setup.sh)"
+    command -v wit-bindgen >/dev/null && wit-bindgen --version | grep -q '0\.63\.' \
+        || die "wit-bindgen 0.63 not found: run 'cargo install --locked wit-bindgen-cli@0.63.0' (or scripts/setup.sh)"
+    WASM_COMPONENT_LD="$(rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld"
+    [ -x "$WASM_COMPONENT_LD" ] || die "wasm-component-ld not found at $WASM_COMPONENT_LD: run 'rustup target add wasm32-wasip2'"
+}
+
+# ---- incremental check -----------------------------------------------------
+# up_to_date OUT SRC... : true when OUT exists and no file under SRC is newer.
+up_to_date() {
+    local out="$1"; shift
+    [ "$FORCE" -eq 0 ] || return 1
+    [ -f "$out" ] || return 1
+    local newer
+    newer="$(find "$@" -type f -newer "$out" \
+        -not -path '*/node_modules/*' -not -path '*/__pycache__/*' -not -path '*/target/*' 2>/dev/null | head -1)"
+    [ -z "$newer" ]
+}
+
+# ---- per-language builders -------------------------------------------------
+build_rust() {
+    local name="$1" dir="$2" out="$3"
+    check_rust
+    local crate
+    crate="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)"
+    [ -n "$crate" ] || die "$dir/Cargo.toml: no [package] name"
+    local tdir="${CARGO_TARGET_DIR:-$ROOT/target}"
+    cargo build --release --target wasm32-wasip2 --manifest-path "$dir/Cargo.toml" -j 2 --quiet
+    local built="$tdir/wasm32-wasip2/release/${crate//-/_}.wasm"
+    [ -f "$built" ] || die "$name: cargo built no $built (is the crate a cdylib?)"
+    cp "$built" "$out"
+}
+
+build_js() {
+    local name="$1" dir="$2" out="$3"
+    check_js
+    node "$ROOT/sdk/js/build.mjs" "$dir/plugin.js" "$out" --wit "$WIT"
+}
+
+build_py() {
+    local name="$1" dir="$2" out="$3"
+    check_py
+    # componentize-py writes its generated bindings into a temporary directory.
+    (cd "$dir" && "$PY_TOOL" -d "$WIT" -w "$WORLD" componentize \
+        -p "$dir" -p "$ROOT/sdk/python" app -o "$out" >/dev/null)
+}
+
+build_c() {
+    local name="$1" dir="$2" out="$3"
+    check_c
+    local gen="$OUT/.c-gen/$name"
+    rm -rf "$gen" && mkdir -p "$gen"
+    local msg
+    if ! msg="$(wit-bindgen c "$WIT" --world "$WORLD" --out-dir "$gen" 2>&1)"; then
+        echo "$msg" >&2
+        die "$name: wit-bindgen c failed"
+    fi
+    local w="${WORLD//-/_}"
+    clang-19 --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Werror \
+        -Wno-unused-parameter -I "$gen" -I "$dir" \
+        "$dir"/*.c "$gen/$w.c" "$gen/${w}_component_type.o" \
+        -fuse-ld="$WASM_COMPONENT_LD" -Wl,--wasi-adapter=reactor \
+        -o "$out"
+}
+
+# ---- discovery -------------------------------------------------------------
+mkdir -p "$OUT"
+built=0
+skipped=0
+found=0
+for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/; do
+    [ -d "$dir" ] || continue
+    dir="${dir%/}"
+    name="$(basename "$dir")"
+    [ "$name" = "testing" ] && continue
+    if [ "${#ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$name"; then
+        continue
+    fi
+    if [ -f "$dir/Cargo.toml" ]; then
+        lang=rust; sdk=("$ROOT/sdk/rust")
+    elif [ -f "$dir/plugin.js" ]; then
+        lang=js; sdk=("$ROOT/sdk/js/src" "$ROOT/sdk/js/build.mjs" "$ROOT/sdk/js/package-lock.json")
+    elif [ -f "$dir/app.py" ]; then
+        lang=py; sdk=("$ROOT/sdk/python/wasm_informer" "$ROOT/sdk/python/requirements.txt")
+    elif [ -f "$dir/plugin.c" ]; then
+        lang=c; sdk=()
+    else
+        die "$dir: not a plugin (expected Cargo.toml, plugin.js, app.py or plugin.c)"
+    fi
+    found=$((found + 1))
+    out="$OUT/$name.wasm"
+    if up_to_date "$out" "$dir" "${sdk[@]}" "$WIT"; then
+        skipped=$((skipped + 1))
+        continue
+    fi
+    started="$(now_ms)"
+    tmp="$out.tmp.wasm"
+    rm -f "$tmp"
+    if ! "build_$lang" "$name" "$dir" "$tmp"; then
+        rm -f "$tmp"
+        die "$name ($lang) failed to build"
+    fi
+    mv "$tmp" "$out"
+    size="$(stat -c %s "$out")"
+    echo "build-plugins: $name ($lang) -> target/plugins/$name.wasm $((size / 1024)) KiB in $(( ($(now_ms) - started) ))ms" >&2
+    built=$((built + 1))
+done
+if [ "${#ONLY[@]}" -gt 0 ] && [ "$found" -ne "${#ONLY[@]}" ]; then
+    die "asked for ${ONLY[*]} but found only $found of them under plugins/"
+fi
+echo "build-plugins: $built built, $skipped up to date" >&2

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Fresh-machine setup for building every wasm-informer plugin (Rust, JavaScript,
+# Python, C) and running the tests. Idempotent: each step checks first and does
+# nothing when its tool is already present, so a second run takes seconds.
+#
+# Runs as root on a fresh Debian machine (CI), or as a user with sudo.
+#
+# Steps, each timed on stderr:
+#   1. rustup target wasm32-wasip2            (Rust plugins)
+#   2. apt: clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32, kubectl
+#                                              (C plugins; kubectl for end-to-end tests)
+#   3. cargo install wit-bindgen-cli 0.63.0    (C bindings)
+#   4. npm ci in sdk/js                        (componentize-js + jco, pinned by package-lock.json)
+#   5. python venv at .venv + componentize-py  (pinned by sdk/python/requirements.txt)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WIT_BINDGEN_VERSION="0.63.0"
+APT_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 kubectl)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+step_start=0
+step() {
+    step_start=$(date +%s%3N)
+    echo "setup: $1" >&2
+}
+step_done() {
+    local ms=$(( $(date +%s%3N) - step_start ))
+    printf 'setup: %s done in %d.%01d s\n' "$1" $((ms / 1000)) $(((ms % 1000) / 100)) >&2
+}
+
+need() {
+    if ! command -v "$1" >/dev/null 2>&1; then
+        echo "setup: error: '$1' is required but not installed ($2)" >&2
+        exit 1
+    fi
+}
+
+need rustup "install the Rust toolchain with rustup first"
+need cargo "install the Rust toolchain with rustup first"
+
+# 1. Rust wasm target.
+step "rustup target wasm32-wasip2"
+if rustup target list --installed | grep -qx wasm32-wasip2; then
+    echo "setup:   already installed" >&2
+else
+    rustup target add wasm32-wasip2
+fi
+step_done "rustup target"
+
+# 2. Debian packages.
+step "apt packages: ${APT_PACKAGES[*]}"
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    echo "setup:   already installed" >&2
+else
+    echo "setup:   installing: ${missing[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+step_done "apt packages"
+
+# 3. wit-bindgen CLI (C bindings).
+step "wit-bindgen-cli ${WIT_BINDGEN_VERSION}"
+if command -v wit-bindgen >/dev/null 2>&1 && wit-bindgen --version | grep -q "${WIT_BINDGEN_VERSION}"; then
+    echo "setup:   already installed ($(wit-bindgen --version))" >&2
+else
+    # Only the C generator is needed; skipping the other languages shortens the build.
+    cargo install --locked "wit-bindgen-cli@${WIT_BINDGEN_VERSION}" --no-default-features --features c -j 2
+fi
+step_done "wit-bindgen-cli"
+
+# 4. JavaScript SDK dependencies.
+need npm "apt-get install nodejs npm (Node.js 18 or newer)"
+step "npm ci (sdk/js)"
+if [ -f "$ROOT/sdk/js/node_modules/.package-lock.json" ] \
+    && [ "$ROOT/sdk/js/node_modules/.package-lock.json" -nt "$ROOT/sdk/js/package-lock.json" ]; then
+    echo "setup:   node_modules is up to date" >&2
+else
+    (cd "$ROOT/sdk/js" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+step_done "npm ci"
+
+# 5. Python venv with componentize-py.
+need python3 "apt-get install python3 python3-venv"
+step "python venv (.venv) + componentize-py"
+REQ="$ROOT/sdk/python/requirements.txt"
+STAMP="$ROOT/.venv/.requirements-installed"
+if [ -x "$ROOT/.venv/bin/componentize-py" ] && [ -f "$STAMP" ] && cmp -s "$REQ" "$STAMP"; then
+    echo "setup:   .venv is up to date" >&2
+else
+    if [ ! -x "$ROOT/.venv/bin/python" ]; then
+        python3 -m venv "$ROOT/.venv"
+    fi
+    "$ROOT/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
+    cp "$REQ" "$STAMP"
+fi
+step_done "python venv"
+
+echo "setup: all plugin toolchains ready; build plugins with scripts/build-plugins.sh" >&2
