@@ -255,12 +255,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        // Fuel allows for JavaScript's ~190k per trivial call and its heavier first call.
+        // The runtime's defaults: 50M fuel leaves two orders of magnitude over a
+        // trivial JavaScript call (~190k); 1 s deadline; 256 MiB memory cap.
         Self {
             queue_capacity: 1024,
-            fuel_per_event: 100_000_000,
-            timeout_ms: 2_000,
-            memory_mb: 128,
+            fuel_per_event: 50_000_000,
+            timeout_ms: 1_000,
+            memory_mb: 256,
             resync_seconds: 0,
         }
     }
@@ -320,7 +321,7 @@ impl RawLimits {
                 &self.timeout_ms,
                 "timeout_ms",
                 1,
-                3_600_000,
+                600_000,
                 base.timeout_ms,
             )?,
             memory_mb: ranged(&self.memory_mb, "memory_mb", 1, 4_096, base.memory_mb)?,
@@ -507,7 +508,8 @@ impl HostSettings {
         out.cache_dir = raw
             .cache_dir
             .filter(|d| !d.is_empty())
-            .map(|d| base.join(d));
+            .map(|d| base.join(d))
+            .map(|p| normalize(&std::path::absolute(&p).unwrap_or(p)));
         if let Some(ms) = raw.shutdown_grace_ms {
             out.shutdown_grace_ms = ms;
         }
@@ -707,7 +709,7 @@ impl PluginManifest {
             ));
         }
         let base = path.parent().unwrap_or(Path::new("."));
-        let wasm = base.join(raw.wasm.get_ref());
+        let wasm = normalize(&base.join(raw.wasm.get_ref()));
         if !wasm.is_file() {
             return Err(ConfigError::at(
                 &src,
@@ -806,6 +808,28 @@ impl PluginManifest {
             config_json,
         })
     }
+}
+
+/// Removes `.` and resolves `..` components lexically (without touching the
+/// file system), so error messages show plain paths.
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let last_is_normal = matches!(out.components().next_back(), Some(Component::Normal(_)));
+                if last_is_normal {
+                    out.pop();
+                } else {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 /// The manifest files of a config directory: `DIR/plugins/*.toml`, sorted by path.
@@ -967,6 +991,13 @@ mod tests {
         assert!(check_resource_id("v1/Pods").is_err());
         assert!(check_resource_id("apps//deployments").is_err());
         assert!(check_resource_id("apps/x1/deployments").is_err());
+    }
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(normalize(Path::new("config/plugins/../../target/x.wasm")), PathBuf::from("target/x.wasm"));
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("../x")), PathBuf::from("../x"));
     }
 
     #[test]
