@@ -8,8 +8,9 @@
 #   plugins/<name>/plugin.js   JS      componentize-js (sdk/js/build.mjs)
 #   plugins/<name>/app.py      Python  componentize-py, with sdk/python on the path
 #   plugins/<name>/plugin.c    C       wit-bindgen c + clang-19 + wasm-component-ld
-# Folders under plugins/testing/ (fault guests for the containment tests) are
-# built the same way.
+# Folders under plugins/testing/ (fault guests for the containment tests) and
+# the SDK templates (sdk/js/template -> js-template, sdk/python/template ->
+# python-template) are built the same way.
 #
 # Incremental: a plugin whose output is newer than its sources (its folder, its
 # language's SDK and wit/) is skipped; -f rebuilds anyway. NAME... limits the
@@ -26,7 +27,7 @@ ONLY=()
 for a in "$@"; do
     case "$a" in
         -f|--force) FORCE=1 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         -*) echo "build-plugins: unknown option $a" >&2; exit 2 ;;
         *) ONLY+=("$a") ;;
     esac
@@ -128,11 +129,17 @@ mkdir -p "$OUT"
 built=0
 skipped=0
 found=0
-for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/; do
+# The SDK templates are built too (as js-template and python-template), so a
+# template that no longer builds is caught here.
+for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/ "$ROOT/sdk/js/template/" "$ROOT/sdk/python/template/"; do
     [ -d "$dir" ] || continue
     dir="${dir%/}"
     name="$(basename "$dir")"
     [ "$name" = "testing" ] && continue
+    case "$dir" in
+        "$ROOT/sdk/js/template") name="js-template" ;;
+        "$ROOT/sdk/python/template") name="python-template" ;;
+    esac
     if [ "${#ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$name"; then
         continue
     fi

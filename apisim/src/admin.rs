@@ -12,7 +12,7 @@
 //! | `POST /_sim/faults/fail?count=N&code=429&retryAfter=S` | ... with 429 and Retry-After |
 //! | `POST /_sim/faults/cut-watch` | cut the next watch event mid-line |
 //! | `POST /_sim/faults/delay?ms=N` | delay every response (0 disables) |
-//! | `POST /_sim/faults/expire-continue` | expire every continue token |
+//! | `POST /_sim/faults/expire-continue[?next=N]` | expire every continue token [and the next N] |
 //! | `POST /_sim/faults/reset` | disarm all faults |
 //! | `GET /_sim/requests`, `DELETE /_sim/requests` | read or clear the request log |
 //! | `GET /_sim/stats` | resourceVersion, compaction point, open watches, object counts |
@@ -121,6 +121,12 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
         "faults/expire-continue" => {
             post(method)?;
             f.expire_continue_tokens();
+            if let Some(n) = q.get("next") {
+                let n: usize = n.parse().map_err(|_| {
+                    ApiError::bad_request(format!("/_sim/faults/expire-continue: next must be a non-negative integer, got {n:?}"))
+                })?;
+                f.expire_next_continue(n);
+            }
             Ok(json!({"expired": true}))
         }
         "faults/reset" => {

@@ -119,6 +119,17 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     let mut resources = Vec::new();
     for (_, t) in &types {
         resources.push(resource_entry(t));
+        if crate::scale::has_scale(t) {
+            resources.push(json!({
+                "name": format!("{}/scale", t.plural),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if t.status_subresource {
             resources.push(json!({
                 "name": format!("{}/status", t.plural),

@@ -42,6 +42,7 @@ struct State {
     drop_generation: tokio::sync::watch::Sender<u64>,
     fail_next: Mutex<VecDeque<FailMode>>,
     cut_next_watch_events: AtomicUsize,
+    expire_next_continue: AtomicUsize,
     delay: Mutex<Option<Duration>>,
     open_watches: AtomicUsize,
     failed: AtomicUsize,
@@ -63,6 +64,7 @@ impl Faults {
                 drop_generation,
                 fail_next: Mutex::new(VecDeque::new()),
                 cut_next_watch_events: AtomicUsize::new(0),
+                expire_next_continue: AtomicUsize::new(0),
                 delay: Mutex::new(None),
                 open_watches: AtomicUsize::new(0),
                 failed: AtomicUsize::new(0),
@@ -115,10 +117,28 @@ impl Faults {
         self.state.store.expire_continue_tokens();
     }
 
+    /// Answers the next `n` list requests that carry a continue token with HTTP 410 Expired, as
+    /// if their token had expired between pages (deterministic variant of
+    /// [`Faults::expire_continue_tokens`]).
+    pub fn expire_next_continue(&self, n: usize) {
+        self.state
+            .expire_next_continue
+            .fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Consumes one pending "expire the next continue token", returning whether it was armed.
+    pub fn take_continue_expiry(&self) -> bool {
+        self.state
+            .expire_next_continue
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// Disarms every pending fault and removes the delay.
     pub fn reset(&self) {
         self.state.fail_next.lock().clear();
         self.state.cut_next_watch_events.store(0, Ordering::SeqCst);
+        self.state.expire_next_continue.store(0, Ordering::SeqCst);
         *self.state.delay.lock() = None;
     }
 

@@ -23,9 +23,11 @@ pub mod discovery;
 pub mod faults;
 pub mod object;
 pub mod patch;
+pub mod protobuf;
 pub mod query;
 pub mod request_log;
 pub mod resource;
+pub mod scale;
 pub mod server;
 pub mod status;
 pub mod store;
@@ -48,17 +50,18 @@ pub use store::{ChangeType, ListRequest, ListVersion, Store, Subresource};
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// Number of changes kept for watches and consistent lists; older resourceVersions get 410.
+    /// Memory grows with it (each kept change pins one object version). Default 100 000.
     pub history_window: usize,
-    /// Interval between BOOKMARK events on watches with `allowWatchBookmarks=true`.
+    /// Interval between BOOKMARK events on watches with `allowWatchBookmarks=true`. Default 5 s.
     pub bookmark_interval: Duration,
-    /// Watch duration when the client sends no `timeoutSeconds`.
+    /// Watch duration when the client sends no `timeoutSeconds`. Default 30 min.
     pub default_watch_timeout: Duration,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            history_window: 200_000,
+            history_window: 100_000,
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
         }

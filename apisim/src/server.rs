@@ -232,6 +232,13 @@ async fn route(
         }
         _ => {}
     }
+    // kubectl's typed clientset sends protobuf for a few kinds; decode those to JSON.
+    let body = if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf")
+    {
+        Bytes::from(serde_json::to_vec(&crate::protobuf::decode(&body)?).expect("JSON serializes"))
+    } else {
+        body
+    };
     let Some(t) = parse_target(&app.store, &segs)? else {
         return Err(ApiError::no_route(path));
     };
@@ -242,6 +249,11 @@ async fn route(
                 watch(app, &t, q)
             } else {
                 let req = q.list_request(ns.as_deref())?;
+                if let Some(tok) = &req.continue_token {
+                    if app.faults.take_continue_expiry() {
+                        return Err(ApiError::expired_continue(tok));
+                    }
+                }
                 let page = app.store.list(t.rid, &req)?;
                 Ok(json_response(200, list_body(&t.rt, &page)))
             }
@@ -279,6 +291,27 @@ async fn route(
             Ok(json_response(200, list_body(&t.rt, &page)))
         }
         (m, Some(name), sub) => {
+            if sub == Some("scale") && crate::scale::has_scale(&t.rt) {
+                let ns = ns.unwrap_or_default();
+                let v = match m {
+                    Method::GET => crate::scale::get(&app.store, t.rid, &ns, name)?,
+                    Method::PUT => {
+                        let body = parse_json(&body, "update", &t.rt)?;
+                        crate::scale::put(&app.store, t.rid, &ns, name, &body)?
+                    }
+                    Method::PATCH => {
+                        let pt = PatchType::from_content_type(content_type)?;
+                        let p = patch::parse_body(pt, &body)?;
+                        crate::scale::patch(&app.store, t.rid, &ns, name, pt, &p)?
+                    }
+                    _ => {
+                        return Err(ApiError::method_not_allowed(format!(
+                            "{method} is not supported on {path}"
+                        )))
+                    }
+                };
+                return Ok(value_response(200, &v));
+            }
             let sub = match sub {
                 None => Subresource::Main,
                 Some("status") if t.rt.status_subresource => Subresource::Status,

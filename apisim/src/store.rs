@@ -915,14 +915,20 @@ fn default_status(rt: &ResourceType, obj: &mut Value) {
             if obj.get("status").is_none() {
                 obj["status"] = json!({"phase": "Active"});
             }
-            if obj.get("spec").is_none() {
-                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            if !obj["spec"].is_object() {
+                obj["spec"] = json!({});
+            }
+            if obj["spec"].get("finalizers").is_none() {
+                obj["spec"]["finalizers"] = json!(["kubernetes"]);
             }
             let name = obj["metadata"]["name"].clone();
             if !obj["metadata"]["labels"].is_object() {
                 obj["metadata"]["labels"] = json!({});
             }
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        }
+        "secrets" if obj["type"].as_str().is_none_or(|t| t.is_empty()) => {
+            obj["type"] = json!("Opaque");
         }
         "pods" if obj.get("status").is_none() => {
             obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});

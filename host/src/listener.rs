@@ -26,7 +26,7 @@ use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -113,9 +113,71 @@ pub struct ListenerStats {
     pub handler_errors: AtomicU64,
     /// `Delivery::Restarted` results (each followed by a replay).
     pub restarts: AtomicU64,
+    /// Time from a notification entering the listener (queued, resolved or
+    /// snapshotted) to its handler returning.
+    pub latency: LatencyHistogram,
+}
+
+/// Number of buckets: four per power of two, up to about 2^32 µs (71 min).
+const LATENCY_BUCKETS: usize = 128;
+
+/// A lock-free latency histogram in microseconds with four buckets per power
+/// of two (quantiles are accurate to about 19%).
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS],
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl LatencyHistogram {
+    fn bucket(us: u64) -> usize {
+        (((us as f64) + 1.0).log2() * 4.0) as usize
+    }
+
+    /// Records one sample.
+    pub fn record(&self, d: Duration) {
+        let i = Self::bucket(d.as_micros().min(u64::MAX as u128) as u64).min(LATENCY_BUCKETS - 1);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The `q` quantile (0..=1) in microseconds: the upper bound of the bucket
+    /// holding it; 0 without samples.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return (2f64.powf((i + 1) as f64 / 4.0) - 1.0).ceil() as u64;
+            }
+        }
+        u64::MAX
+    }
 }
 
 /// A copy of [`ListenerStats`] at one moment.
+/// Field names follow the report JSON where they overlap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ListenerStatsSnapshot {
     pub added: u64,
@@ -131,6 +193,8 @@ pub struct ListenerStatsSnapshot {
     pub max_pending_keys: u64,
     pub handler_errors: u64,
     pub restarts: u64,
+    pub latency_p50_us: u64,
+    pub latency_p99_us: u64,
 }
 
 impl ListenerStats {
@@ -151,6 +215,8 @@ impl ListenerStats {
             max_pending_keys: r(&self.max_pending_keys),
             handler_errors: r(&self.handler_errors),
             restarts: r(&self.restarts),
+            latency_p50_us: self.latency.quantile_us(0.5),
+            latency_p99_us: self.latency.quantile_us(0.99),
         }
     }
 
@@ -173,6 +239,9 @@ pub(crate) struct DirtyEntry {
     known: bool,
     /// The object of the last overflowed delete, if any.
     tomb: Option<ObjectRef>,
+    /// The first overflowed notification was part of the initial list, so the
+    /// resolved add keeps `in_initial_list`.
+    initial: bool,
 }
 
 /// The dispatcher's exclusion: held while the Indexer is updated and a
@@ -188,7 +257,9 @@ pub(crate) struct DispatchGate {
 #[derive(Default)]
 struct State {
     replay: VecDeque<ObjectRef>,
-    queue: VecDeque<NotificationRef>,
+    queue: VecDeque<(NotificationRef, Instant)>,
+    /// When the pending replay was snapshotted.
+    replay_since: Option<Instant>,
     dirty: HashMap<Arc<str>, DirtyEntry>,
     closed: bool,
     /// Items made available (replay + queued), and items handled.
@@ -328,7 +399,7 @@ impl ListenerShared {
             return;
         }
         if st.dirty.is_empty() && st.queue.len() < self.config.capacity {
-            st.queue.push_back(n);
+            st.queue.push_back((n, Instant::now()));
             st.accepted += 1;
         } else {
             self.stats.overflowed.fetch_add(1, Ordering::Relaxed);
@@ -350,6 +421,7 @@ impl ListenerShared {
                     v.insert(DirtyEntry {
                         known: n.kind != EventKind::Added,
                         tomb: deleted.then(|| n.object.clone()),
+                        initial: n.kind == EventKind::Added && n.in_initial_list,
                     });
                 }
             }
@@ -377,6 +449,7 @@ impl ListenerShared {
         st.dirty.clear();
         st.accepted += snap.len() as u64;
         st.replay = snap.into();
+        st.replay_since = Some(Instant::now());
         if informer_synced && !self.synced.load(Ordering::Relaxed) {
             st.sync_target = Some(st.accepted);
             st.sync_needs_drain = false;
@@ -426,7 +499,7 @@ impl ListenerShared {
 
     /// The next notification for the handler, waiting if there is none.
     /// `None` once closed.
-    pub(crate) async fn next(&self) -> Option<NotificationRef> {
+    pub(crate) async fn next(&self) -> Option<(NotificationRef, Instant)> {
         loop {
             let notified = self.notify.notified();
             {
@@ -435,7 +508,8 @@ impl ListenerShared {
                     return None;
                 }
                 if let Some(obj) = st.replay.pop_front() {
-                    return Some(Arc::new(Notification {
+                    let since = st.replay_since.unwrap_or_else(Instant::now);
+                    let n = Arc::new(Notification {
                         kind: EventKind::Added,
                         resource: self.resource.clone(),
                         key: Arc::from(obj.key()),
@@ -443,11 +517,12 @@ impl ListenerShared {
                         old: None,
                         in_initial_list: true,
                         final_state_unknown: false,
-                    }));
+                    });
+                    return Some((n, since));
                 }
-                if let Some(n) = st.queue.pop_front() {
+                if let Some(item) = st.queue.pop_front() {
                     self.set_depth(&st);
-                    return Some(n);
+                    return Some(item);
                 }
                 if st.dirty.is_empty() {
                     if st.sync_needs_drain {
@@ -473,6 +548,7 @@ impl ListenerShared {
         if st.closed || !st.queue.is_empty() || !st.replay.is_empty() {
             return;
         }
+        let now = Instant::now();
         // A key may resolve to two notifications (a delete and a re-create).
         let budget = (self.config.capacity / 2).max(1);
         let keys: Vec<Arc<str>> = st.dirty.keys().take(budget).cloned().collect();
@@ -480,6 +556,7 @@ impl ListenerShared {
             let Some(entry) = st.dirty.remove(&key) else {
                 continue;
             };
+            let initial = entry.initial;
             let current = self.gate.indexer.get(&key).filter(|o| self.wants(o));
             let mk = |kind, object: ObjectRef, fsu| {
                 Arc::new(Notification {
@@ -488,7 +565,7 @@ impl ListenerShared {
                     key: key.clone(),
                     object,
                     old: None,
-                    in_initial_list: false,
+                    in_initial_list: kind == EventKind::Added && initial,
                     final_state_unknown: fsu,
                 })
             };
@@ -500,21 +577,24 @@ impl ListenerShared {
                         .is_some_and(|t| t.meta.uid != obj.meta.uid);
                     if replaced {
                         let tomb = entry.tomb.clone().expect("checked");
-                        st.queue.push_back(mk(EventKind::Deleted, tomb, true));
-                        st.queue.push_back(mk(EventKind::Added, obj, false));
+                        st.queue
+                            .push_back((mk(EventKind::Deleted, tomb, true), now));
+                        st.queue.push_back((mk(EventKind::Added, obj, false), now));
                         st.accepted += 2;
                     } else {
-                        st.queue.push_back(mk(EventKind::Updated, obj, false));
+                        st.queue
+                            .push_back((mk(EventKind::Updated, obj, false), now));
                         st.accepted += 1;
                     }
                 }
                 (Some(obj), false) => {
-                    st.queue.push_back(mk(EventKind::Added, obj, false));
+                    st.queue.push_back((mk(EventKind::Added, obj, false), now));
                     st.accepted += 1;
                 }
                 (None, true) => {
                     let tomb = entry.tomb.unwrap_or_else(|| tombstone(&key));
-                    st.queue.push_back(mk(EventKind::Deleted, tomb, true));
+                    st.queue
+                        .push_back((mk(EventKind::Deleted, tomb, true), now));
                     st.accepted += 1;
                 }
                 (None, false) => {}
@@ -582,12 +662,34 @@ fn tombstone(key: &str) -> ObjectRef {
 /// The listener's task: feeds notifications to the handler one at a time and
 /// replays the cache into it after [`Delivery::Restarted`].
 pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut handler: H) {
-    while let Some(n) = shared.next().await {
+    while let Some((n, since)) = shared.next().await {
         let delivery = handler.handle(n.clone()).await;
+        shared.stats.latency.record(since.elapsed());
         shared.consumed(&n, &delivery);
         if delivery == Delivery::Restarted {
             let _gate = shared.gate.lock.lock();
             shared.load_snapshot_locked();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_are_within_a_bucket() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.quantile_us(0.5), 0);
+        for _ in 0..98 {
+            h.record(Duration::from_micros(100));
+        }
+        h.record(Duration::from_millis(10));
+        h.record(Duration::from_millis(10));
+        assert_eq!(h.count(), 100);
+        let p50 = h.quantile_us(0.5);
+        assert!((100..=120).contains(&p50), "{p50}");
+        let p99 = h.quantile_us(0.99);
+        assert!((10_000..=12_000).contains(&p99), "{p99}");
     }
 }

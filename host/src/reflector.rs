@@ -499,9 +499,10 @@ impl Reflector {
                 self.spec.id
             )));
         }
-        self.fifo.replace(objects);
+        // Counters first: a reader that sees the informer synced sees them too.
         self.stats.set_rv(&rv);
         ReflectorStats::inc(&self.stats.lists);
+        self.fifo.replace(objects);
         Ok(rv)
     }
 
@@ -692,9 +693,10 @@ impl Reflector {
                     .is_some_and(|v| v == "true");
                 if end {
                     if let Some(init) = initial.take() {
-                        self.fifo.replace(init.items.into_values().collect());
                         ReflectorStats::inc(&self.stats.lists);
                         ReflectorStats::inc(&self.stats.streaming_lists);
+                        self.stats.set_rv(rv);
+                        self.fifo.replace(init.items.into_values().collect());
                     }
                 }
                 if initial.is_none() {
