@@ -317,13 +317,7 @@ impl RawLimits {
                 u64::MAX / 2,
                 base.fuel_per_event,
             )?,
-            timeout_ms: ranged(
-                &self.timeout_ms,
-                "timeout_ms",
-                1,
-                600_000,
-                base.timeout_ms,
-            )?,
+            timeout_ms: ranged(&self.timeout_ms, "timeout_ms", 1, 600_000, base.timeout_ms)?,
             memory_mb: ranged(&self.memory_mb, "memory_mb", 1, 4_096, base.memory_mb)?,
             resync_seconds: ranged(
                 &self.resync_seconds,
@@ -819,7 +813,8 @@ pub fn normalize(path: &Path) -> PathBuf {
         match c {
             Component::CurDir => {}
             Component::ParentDir => {
-                let last_is_normal = matches!(out.components().next_back(), Some(Component::Normal(_)));
+                let last_is_normal =
+                    matches!(out.components().next_back(), Some(Component::Normal(_)));
                 if last_is_normal {
                     out.pop();
                 } else {
@@ -995,7 +990,10 @@ mod tests {
 
     #[test]
     fn normalizes_lexically() {
-        assert_eq!(normalize(Path::new("config/plugins/../../target/x.wasm")), PathBuf::from("target/x.wasm"));
+        assert_eq!(
+            normalize(Path::new("config/plugins/../../target/x.wasm")),
+            PathBuf::from("target/x.wasm")
+        );
         assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
         assert_eq!(normalize(Path::new("../x")), PathBuf::from("../x"));
     }

@@ -90,7 +90,10 @@ mod tests {
     use crate::notification::{EventKind, Notification};
     use crate::object::{Object, Transform};
 
-    struct Slow(Arc<tokio::sync::Semaphore>, Arc<std::sync::atomic::AtomicU64>);
+    struct Slow(
+        Arc<tokio::sync::Semaphore>,
+        Arc<std::sync::atomic::AtomicU64>,
+    );
     impl Handler for Slow {
         async fn handle(&mut self, _n: NotificationRef) -> Delivery {
             let _p = self.0.acquire().await.unwrap();
@@ -100,7 +103,9 @@ mod tests {
     }
 
     fn note() -> NotificationRef {
-        let o = Arc::new(Object::from_json(br#"{"metadata":{"name":"a"}}"#, &Transform::default()).unwrap());
+        let o = Arc::new(
+            Object::from_json(br#"{"metadata":{"name":"a"}}"#, &Transform::default()).unwrap(),
+        );
         Arc::new(Notification {
             kind: EventKind::Added,
             resource: "v1/pods".into(),
@@ -131,7 +136,11 @@ mod tests {
         assert!(!closer.is_finished(), "must wait for the event in flight");
         permits.add_permits(10);
         assert!(closer.await.unwrap(), "idle after the event finished");
-        assert_eq!(done.load(Ordering::SeqCst), 1, "the second event must not start");
+        assert_eq!(
+            done.load(Ordering::SeqCst),
+            1,
+            "the second event must not start"
+        );
         assert!(!task.is_finished());
         task.abort();
     }

@@ -173,7 +173,9 @@ pub struct Host {
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host").field("config", &self.config.dir).finish()
+        f.debug_struct("Host")
+            .field("config", &self.config.dir)
+            .finish()
     }
 }
 
@@ -200,7 +202,11 @@ fn host_toml_error(config: &ConfigDir, key: &str, reason: impl Into<String>) -> 
 impl Host {
     /// Builds the host: engine, informer registry, indexes and pre-warmed
     /// informers. Plugins are loaded by [`Host::load_all`].
-    pub async fn new(config: ConfigDir, client: kube::Client, options: HostOptions) -> Result<Arc<Self>, HostError> {
+    pub async fn new(
+        config: ConfigDir,
+        client: kube::Client,
+        options: HostOptions,
+    ) -> Result<Arc<Self>, HostError> {
         let engine = PluginEngine::new(EngineConfig {
             cache_dir: config.host.cache_dir.clone(),
             ..EngineConfig::default()
@@ -218,7 +224,13 @@ impl Host {
             for ix in indexes {
                 registry
                     .add_index(resource, IndexSpec::new(&ix.name, &ix.path))
-                    .map_err(|e| host_toml_error(&config, &format!("indexers.{resource}.{}", ix.name), e.to_string()))?;
+                    .map_err(|e| {
+                        host_toml_error(
+                            &config,
+                            &format!("indexers.{resource}.{}", ix.name),
+                            e.to_string(),
+                        )
+                    })?;
             }
         }
         let mut prewarm = Vec::new();
@@ -300,7 +312,13 @@ impl Host {
         done
     }
 
-    fn event(&self, action: &str, plugin: Option<&str>, file: &Path, error: Option<String>) -> ReloadEvent {
+    fn event(
+        &self,
+        action: &str,
+        plugin: Option<&str>,
+        file: &Path,
+        error: Option<String>,
+    ) -> ReloadEvent {
         ReloadEvent {
             at_ms: self.started.elapsed().as_millis() as u64,
             action: action.to_string(),
@@ -310,9 +328,16 @@ impl Host {
         }
     }
 
-    async fn apply_action(self: &Arc<Self>, state: &mut ReloadState, action: ReloadAction) -> ReloadEvent {
+    async fn apply_action(
+        self: &Arc<Self>,
+        state: &mut ReloadState,
+        action: ReloadAction,
+    ) -> ReloadEvent {
         match action {
-            ReloadAction::Add { manifest, fingerprint } => {
+            ReloadAction::Add {
+                manifest,
+                fingerprint,
+            } => {
                 let file = manifest.file.clone();
                 let name = manifest.name.clone();
                 match self.load(&manifest, None).await {
@@ -321,7 +346,8 @@ impl Host {
                         let mut sh = self.shared.lock();
                         sh.failures.remove(&file);
                         sh.gone.remove(&name);
-                        sh.slots.insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
+                        sh.slots
+                            .insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
                         drop(sh);
                         tracing::info!(plugin = %name, file = %file.display(), "plugin loaded");
                         self.event("added", Some(&name), &file, None)
@@ -334,7 +360,11 @@ impl Host {
                     }
                 }
             }
-            ReloadAction::Change { old_name, manifest, fingerprint } => {
+            ReloadAction::Change {
+                old_name,
+                manifest,
+                fingerprint,
+            } => {
                 let file = manifest.file.clone();
                 let name = manifest.name.clone();
                 let old = self.shared.lock().slots.get(&old_name).cloned();
@@ -345,13 +375,17 @@ impl Host {
                     }
                     None => None,
                 };
-                match self.load(&manifest, previous.filter(|_| old_name == name)).await {
+                match self
+                    .load(&manifest, previous.filter(|_| old_name == name))
+                    .await
+                {
                     Ok(slot) => {
                         state.commit_running(&manifest, fingerprint);
                         {
                             let mut sh = self.shared.lock();
                             sh.failures.remove(&file);
-                            sh.slots.insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
+                            sh.slots
+                                .insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
                             if old_name != name {
                                 sh.slots.remove(&old_name);
                             }
@@ -393,12 +427,18 @@ impl Host {
                 tracing::info!(plugin = %name, file = %file.display(), "plugin removed");
                 self.event("removed", Some(&name), &file, None)
             }
-            ReloadAction::Reject { file, fingerprint, error } => {
+            ReloadAction::Reject {
+                file,
+                fingerprint,
+                error,
+            } => {
                 state.commit_rejected(&file, fingerprint);
                 let msg = error.to_string();
                 let running = state.running().get(&file).cloned();
                 match &running {
-                    Some(n) => tracing::error!(plugin = %n, "config rejected, previous version keeps running: {msg}"),
+                    Some(n) => {
+                        tracing::error!(plugin = %n, "config rejected, previous version keeps running: {msg}")
+                    }
                     None => tracing::error!("config rejected: {msg}"),
                 }
                 self.fail(&file, running.as_deref(), &msg);
@@ -442,10 +482,11 @@ impl Host {
         let engine = self.engine.clone();
         let wasm = manifest.wasm.clone();
         let started = Instant::now();
-        let loaded: Arc<LoadedPlugin> = tokio::task::spawn_blocking(move || LoadedPlugin::from_file(&engine, spec, &wasm))
-            .await
-            .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
-            .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+        let loaded: Arc<LoadedPlugin> =
+            tokio::task::spawn_blocking(move || LoadedPlugin::from_file(&engine, spec, &wasm))
+                .await
+                .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
+                .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
         tracing::debug!(plugin = %manifest.name, ms = started.elapsed().as_millis() as u64, "component compiled");
 
         let mut read_leases = Vec::new();
@@ -453,31 +494,41 @@ impl Host {
             if manifest.resources.iter().any(|x| x.value == r.value) {
                 continue;
             }
-            let lease = self
-                .registry
-                .acquire(&r.value)
-                .await
-                .map_err(|e| manifest.error_at(r.position, "read", informer_reason(&e)).to_string())?;
+            let lease = self.registry.acquire(&r.value).await.map_err(|e| {
+                manifest
+                    .error_at(r.position, "read", informer_reason(&e))
+                    .to_string()
+            })?;
             read_leases.push(lease);
         }
 
         let status = Arc::new(PluginStatus::new(&manifest.name));
         let (carried, versions, latency) = match previous {
             Some((r, v, l)) => (r, v + 1, l),
-            None => (PluginReport::default(), 1, Arc::new(LatencyHistogram::default())),
+            None => (
+                PluginReport::default(),
+                1,
+                Arc::new(LatencyHistogram::default()),
+            ),
         };
         let cache: Arc<dyn CacheView> = self.registry.clone();
         let mut parts = Vec::new();
         for r in &manifest.resources {
-            let runner = PluginRunner::start_with_status(self.engine.clone(), loaded.clone(), cache.clone(), Some(status.clone()))
-                .await
-                .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+            let runner = PluginRunner::start_with_status(
+                self.engine.clone(),
+                loaded.clone(),
+                cache.clone(),
+                Some(status.clone()),
+            )
+            .await
+            .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
             let drain = Drain::new();
             let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
             let lc = ListenerConfig {
                 name: manifest.name.clone(),
                 capacity: manifest.limits.queue_capacity,
-                resync: (manifest.limits.resync_seconds > 0).then(|| Duration::from_secs(manifest.limits.resync_seconds)),
+                resync: (manifest.limits.resync_seconds > 0)
+                    .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
                 namespace: manifest.namespace.clone(),
                 label_selector: manifest.label_selector.clone(),
             };
@@ -485,7 +536,11 @@ impl Host {
                 .registry
                 .add_listener(&r.value, lc, handler)
                 .await
-                .map_err(|e| manifest.error_at(r.position, "resources", informer_reason(&e)).to_string())?;
+                .map_err(|e| {
+                    manifest
+                        .error_at(r.position, "resources", informer_reason(&e))
+                        .to_string()
+                })?;
             parts.push(Part {
                 stats: handle.stats(),
                 handle: Some(handle),
@@ -579,8 +634,13 @@ impl Host {
         // Wait for a reconcile in progress, and keep others out.
         let _apply = self.apply.lock().await;
         self.refresh_informers();
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> =
-            self.shared.lock().slots.iter().map(|(n, s)| (n.clone(), s.clone())).collect();
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
         let grace = self.grace();
         let stops = slots.iter().map(|(name, s)| async move {
             let mut s = s.lock().await;
@@ -624,8 +684,13 @@ fn informer_reason(e: &InformerError) -> String {
 impl Observe for Host {
     fn report(&self) -> Report {
         self.refresh_informers();
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> =
-            self.shared.lock().slots.iter().map(|(n, s)| (n.clone(), s.clone())).collect();
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
         let mut plugins = BTreeMap::new();
         for (name, s) in slots {
             // A slot being reloaded or stopped is locked: show its last report.

@@ -86,17 +86,23 @@ async fn kube_client(context: Option<&str>) -> Result<kube::Client, Failure> {
                 .await
                 .map_err(|e| Failure::config(format!("kubeconfig context {ctx:?}: {e}")))?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| Failure::config(format!("no cluster configuration (kubeconfig or in-cluster): {e}")))?,
+        None => kube::Config::infer().await.map_err(|e| {
+            Failure::config(format!(
+                "no cluster configuration (kubeconfig or in-cluster): {e}"
+            ))
+        })?,
     };
     // The Reflector retries with its own backoff and honours Retry-After.
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| Failure::config(format!("cannot build a Kubernetes client: {e}")))
+    kube::Client::try_from(config)
+        .map_err(|e| Failure::config(format!("cannot build a Kubernetes client: {e}")))
 }
 
 fn default_kubeconfig_path() -> PathBuf {
-    std::env::temp_dir().join(format!("wasm-informer-sim-{}.kubeconfig", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "wasm-informer-sim-{}.kubeconfig",
+        std::process::id()
+    ))
 }
 
 /// Waits until every running informer of a seeded resource holds as many objects
@@ -127,16 +133,26 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let mut sim = None;
     let client = if args.sim {
-        let path = args.kubeconfig_out.clone().unwrap_or_else(default_kubeconfig_path);
-        let s = EmbeddedSim::start(&config.host.sim, "127.0.0.1:0".parse().expect("valid address"), &path)
-            .await
-            .map_err(|e| Failure::runtime(format!("cannot start the embedded simulator: {e:#}")))?;
+        let path = args
+            .kubeconfig_out
+            .clone()
+            .unwrap_or_else(default_kubeconfig_path);
+        let s = EmbeddedSim::start(
+            &config.host.sim,
+            "127.0.0.1:0".parse().expect("valid address"),
+            &path,
+        )
+        .await
+        .map_err(|e| Failure::runtime(format!("cannot start the embedded simulator: {e:#}")))?;
         eprintln!(
             "wasm-informer: simulated cluster at {}; try: kubectl --kubeconfig {} get pods -A",
             s.url(),
             path.display()
         );
-        let c = s.client().await.map_err(|e| Failure::runtime(format!("simulator client: {e:#}")))?;
+        let c = s
+            .client()
+            .await
+            .map_err(|e| Failure::runtime(format!("simulator client: {e:#}")))?;
         sim = Some(s);
         c
     } else {
@@ -152,7 +168,10 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         .await
         .map_err(Failure::config)?;
     tracing::info!(addr = %metrics.addr(), "metrics on /metrics, health on /healthz and /readyz");
-    eprintln!("wasm-informer: metrics at http://{}/metrics", metrics.addr());
+    eprintln!(
+        "wasm-informer: metrics at http://{}/metrics",
+        metrics.addr()
+    );
     host.reconcile().await;
     host.start_reload()
         .map_err(|e| Failure::runtime(format!("cannot watch {}: {e}", config.dir.display())))?;
@@ -176,7 +195,11 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
                 s = termination() => s,
             }
         }
-        Some(secs) => return Err(Failure::config(format!("--duration {secs}: must be a number of seconds >= 0"))),
+        Some(secs) => {
+            return Err(Failure::config(format!(
+                "--duration {secs}: must be a number of seconds >= 0"
+            )))
+        }
         None => termination().await,
     };
     tracing::info!(reason = why, "shutting down");
@@ -188,7 +211,9 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(s) = sim.as_mut() {
         s.stop_churn().await;
         if !wait_converged(&host, s, Duration::from_secs(30)).await {
-            tracing::warn!("informers did not converge to the simulator's object counts within 30 s");
+            tracing::warn!(
+                "informers did not converge to the simulator's object counts within 30 s"
+            );
         }
         sim_counts = s.object_counts();
     }
@@ -196,9 +221,9 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     report.simulator_objects = sim_counts;
     metrics.stop().await;
     if let Some(path) = &args.report {
-        report
-            .write(path)
-            .map_err(|e| Failure::runtime(format!("{}: cannot write report: {e}", path.display())))?;
+        report.write(path).map_err(|e| {
+            Failure::runtime(format!("{}: cannot write report: {e}", path.display()))
+        })?;
         eprintln!("wasm-informer: report written to {}", path.display());
     }
     if let Some(s) = sim {
@@ -227,7 +252,11 @@ async fn sim(args: SimArgs) -> Result<(), Failure> {
                 _ = termination() => {},
             }
         }
-        Some(secs) => return Err(Failure::config(format!("--duration {secs}: must be a number of seconds >= 0"))),
+        Some(secs) => {
+            return Err(Failure::config(format!(
+                "--duration {secs}: must be a number of seconds >= 0"
+            )))
+        }
         None => {
             termination().await;
         }

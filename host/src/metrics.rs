@@ -183,23 +183,19 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &states,
         )?;
-        let mut latency = Vec::new();
-        for (n, p) in &plugins {
-            latency.push((
-                vec![("plugin", n.as_str()), ("quantile", "0.5")],
-                p.latency_us.p50 as f64,
-            ));
-            latency.push((
-                vec![("plugin", n.as_str()), ("quantile", "0.99")],
-                p.latency_us.p99 as f64,
-            ));
-        }
         family(
             &mut enc,
-            "wasm_informer_plugin_handler_latency_microseconds",
-            "Handler latency quantiles, in microseconds.",
+            "wasm_informer_plugin_handler_latency_p50_seconds",
+            "Median time of one handler call (all versions of the plugin).",
             MetricType::Gauge,
-            &latency,
+            &per_plugin(&|p| p.latency_us.p50 as f64 / 1e6),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_handler_latency_p99_seconds",
+            "99th percentile time of one handler call (all versions of the plugin).",
+            MetricType::Gauge,
+            &per_plugin(&|p| p.latency_us.p99 as f64 / 1e6),
         )?;
 
         let informers: Vec<_> = r.informers.iter().collect();
@@ -283,7 +279,41 @@ impl Collector for ReportCollector {
     }
 }
 
-/// Renders the metrics of `source` as Prometheus text.
+/// Content type of the classic Prometheus text format (0.0.4).
+pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Converts prometheus-client's OpenMetrics text into the classic Prometheus
+/// text format 0.0.4: counter families are named with their `_total` suffix in
+/// `# HELP` and `# TYPE`, and the `# EOF` marker is dropped. (Our counters have
+/// only `_total` samples, so nothing else differs.)
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 512);
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let rewritten = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match rewritten {
+            Some(l) => out.push_str(&l),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Renders the metrics of `source` as OpenMetrics text.
 pub fn render(source: Arc<dyn Observe>) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(ReportCollector { source }));
@@ -293,11 +323,27 @@ pub fn render(source: Arc<dyn Observe>) -> String {
     out
 }
 
-async fn metrics(State(source): State<Arc<dyn Observe>>) -> impl IntoResponse {
+async fn metrics(
+    State(source): State<Arc<dyn Observe>>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    // Scrapers that ask for OpenMetrics get it; everyone else (promtool, curl,
+    // older Prometheus) gets the classic text format.
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
     let body = tokio::task::spawn_blocking(move || render(source))
         .await
         .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
+    if openmetrics {
+        ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
+    } else {
+        (
+            [(header::CONTENT_TYPE, CONTENT_TYPE_TEXT)],
+            to_prometheus_text(&body),
+        )
+    }
 }
 
 async fn healthz() -> &'static str {
@@ -430,5 +476,19 @@ mod tests {
         );
         assert!(text.contains("wasm_informer_ready 1"), "{text}");
         assert!(text.trim_end().ends_with("# EOF"));
+        let classic = to_prometheus_text(&text);
+        assert!(
+            classic.contains("# TYPE wasm_informer_plugin_traps_total counter\n"),
+            "{classic}"
+        );
+        assert!(
+            classic.contains("# HELP wasm_informer_plugin_traps_total Traps"),
+            "{classic}"
+        );
+        assert!(
+            classic.contains("# TYPE wasm_informer_plugin_queue_depth gauge\n"),
+            "{classic}"
+        );
+        assert!(!classic.contains("# EOF"));
     }
 }

@@ -36,7 +36,9 @@ pub struct EmbeddedSim {
 
 impl std::fmt::Debug for EmbeddedSim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbeddedSim").field("kubeconfig", &self.kubeconfig).finish()
+        f.debug_struct("EmbeddedSim")
+            .field("kubeconfig", &self.kubeconfig)
+            .finish()
     }
 }
 
@@ -45,7 +47,7 @@ fn deployment(ns: &str, i: usize) -> serde_json::Value {
     let tier = ["frontend", "backend", "data"][i % 3];
     let mut labels = json!({"app": app, "tier": tier});
     // Every third Deployment lacks the `team` label, so policy plugins have findings.
-    if i % 3 != 0 {
+    if !i.is_multiple_of(3) {
         labels["team"] = json!(format!("team-{}", i % 5));
     }
     json!({
@@ -71,12 +73,17 @@ fn deployment(ns: &str, i: usize) -> serde_json::Value {
 impl EmbeddedSim {
     /// Starts the simulator on `listen`, seeds it, writes its kubeconfig to
     /// `kubeconfig` and starts churning.
-    pub async fn start(settings: &SimSettings, listen: std::net::SocketAddr, kubeconfig: &Path) -> anyhow::Result<Self> {
+    pub async fn start(
+        settings: &SimSettings,
+        listen: std::net::SocketAddr,
+        kubeconfig: &Path,
+    ) -> anyhow::Result<Self> {
         let sim = Sim::new(SimConfig::default());
         let store = sim.store().clone();
         let mut wc = WorkloadConfig::new(settings.pods, settings.namespaces, settings.seed);
         wc.nodes = settings.nodes;
-        let workload = Workload::seed(store.clone(), wc).map_err(|e| anyhow::anyhow!("seeding the simulator: {e:?}"))?;
+        let workload = Workload::seed(store.clone(), wc)
+            .map_err(|e| anyhow::anyhow!("seeding the simulator: {e:?}"))?;
         let deploy = store.rid("apps/v1", "deployments");
         let n_deploy = (settings.pods / 10).max(4);
         for i in 0..n_deploy {
@@ -87,7 +94,8 @@ impl EmbeddedSim {
         }
         let running = sim.start(listen).await?;
         running.write_kubeconfig(kubeconfig)?;
-        let churn = (settings.churn_per_second > 0.0).then(|| workload.churn(settings.churn_per_second));
+        let churn =
+            (settings.churn_per_second > 0.0).then(|| workload.churn(settings.churn_per_second));
         let deploy_stop = Arc::new(AtomicBool::new(false));
         let deploy_task = (settings.churn_per_second > 0.0).then(|| {
             let stop = deploy_stop.clone();
@@ -99,7 +107,10 @@ impl EmbeddedSim {
                     tick.tick().await;
                     let idx = i % n_deploy;
                     let ns = format!("ns-{}", idx % namespaces);
-                    let name = deployment(&ns, idx)["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                    let name = deployment(&ns, idx)["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
                     let r = store.update_with(deploy, &ns, &name, Subresource::Main, |mut v| {
                         let replicas = v["spec"]["replicas"].as_u64().unwrap_or(1);
                         v["spec"]["replicas"] = json!(1 + (replicas % 4));

@@ -85,10 +85,7 @@ fn missing_wasm_file() {
     assert_eq!(err.key.as_deref(), Some("wasm"));
     assert_eq!(
         err.reason,
-        format!(
-            "file not found: {}",
-            d.path("plugins/../build/nope.wasm").display()
-        )
+        format!("file not found: {}", d.path("build/nope.wasm").display())
     );
 }
 

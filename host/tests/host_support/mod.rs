@@ -16,12 +16,17 @@ pub const LONG: Duration = Duration::from_secs(400);
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
 }
 
 /// A built example plugin; fails loudly when it has not been built.
 pub fn plugin_wasm(name: &str) -> PathBuf {
-    let p = repo_root().join("target/plugins").join(format!("{name}.wasm"));
+    let p = repo_root()
+        .join("target/plugins")
+        .join(format!("{name}.wasm"));
     assert!(
         p.is_file(),
         "{} is missing: build the example plugins first with scripts/build-plugins.sh",
@@ -143,10 +148,40 @@ impl HostProc {
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 std::thread::sleep(Duration::from_millis(200));
-                panic!("host exited ({status}) before logging {parts:?}; log:\n{}", self.log().join("\n"));
+                panic!(
+                    "host exited ({status}) before logging {parts:?}; log:\n{}",
+                    self.log().join("\n")
+                );
             }
             if Instant::now() >= deadline {
-                panic!("no log line with {parts:?} within {timeout:?}; log:\n{}", self.log().join("\n"));
+                panic!(
+                    "no log line with {parts:?} within {timeout:?}; log:\n{}",
+                    self.log().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for a stderr line (after the last one matched) containing any of
+    /// `alternatives`.
+    pub fn wait_line_any(&mut self, alternatives: &[&str], timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let lines = self.lines.lock().unwrap();
+                for (i, l) in lines.iter().enumerate().skip(self.seen) {
+                    if alternatives.iter().any(|p| l.contains(p)) {
+                        self.seen = i + 1;
+                        return l.clone();
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "no log line with any of {alternatives:?} within {timeout:?}; log:\n{}",
+                    self.log().join("\n")
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -180,7 +215,10 @@ impl HostProc {
             }
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
-                panic!("host did not exit within {timeout:?}; log:\n{}", self.log().join("\n"));
+                panic!(
+                    "host did not exit within {timeout:?}; log:\n{}",
+                    self.log().join("\n")
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -200,14 +238,24 @@ impl Drop for HostProc {
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8_lossy(&raw).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let body = if chunked { dechunk(body) } else { body.to_string() };
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     (code, body)
 }
 
@@ -242,14 +290,24 @@ pub fn running_plugins(text: &str) -> Vec<String> {
                 && l.contains("state=\"running\"")
                 && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(1.0)
         })
-        .filter_map(|l| l.split("plugin=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_string))
+        .filter_map(|l| {
+            l.split("plugin=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(str::to_string)
+        })
         .collect();
     out.sort();
     out
 }
 
 /// Polls `/metrics` until `pred` holds.
-pub fn wait_metrics(addr: SocketAddr, timeout: Duration, what: &str, pred: impl Fn(&str) -> bool) -> String {
+pub fn wait_metrics(
+    addr: SocketAddr,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) -> String {
     let deadline = Instant::now() + timeout;
     loop {
         let (code, body) = http_get(addr, "/metrics");
