@@ -22,4 +22,5 @@ pub mod reflector;
 pub mod reload;
 pub mod report;
 pub mod resource;
+pub mod runtime;
 pub mod status;

@@ -1,0 +1,208 @@
+//! The shared Wasm engine: cranelift, component model, fuel metering, epoch
+//! interruption driven by a ticker thread, an optional on-disk compilation cache
+//! and an optional pooling allocator; plus the one [`Linker`] every plugin is
+//! instantiated against.
+//!
+//! Invariant: the linker provides exactly WASI 0.2 (`wasi:cli/imports`: cli,
+//! clocks, filesystem, io, random, sockets) and the world's `cache` and `log`
+//! imports, nothing else. WASI resources are granted per instance by
+//! [`HostState`], which grants none. The epoch advances every
+//! [`EngineConfig::epoch_tick`] for as long as the engine lives.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{
+    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, OptLevel,
+    PoolingAllocationConfig, Strategy,
+};
+
+use super::bindings::EventHandler;
+use super::host_state::HostState;
+use super::log_sink::LogLimits;
+
+/// How the engine is built.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Directory of wasmtime's compilation cache; `None` disables it. JavaScript
+    /// and Python components take 10-14 s to compile and about 0.15 s to load
+    /// from the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Use the pooling instance allocator instead of on-demand allocation.
+    /// Off by default: it made no measurable difference to the per-event path
+    /// and reserves address space for every slot (see the runtime benchmark).
+    pub pooling: bool,
+    /// Epoch period: the resolution of per-event deadlines. Default 10 ms.
+    pub epoch_tick: Duration,
+    /// Rate limit of each plugin's log.
+    pub log: LogLimits,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            pooling: false,
+            epoch_tick: Duration::from_millis(10),
+            log: LogLimits::default(),
+        }
+    }
+}
+
+/// Why the engine could not be built, or a component not compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot configure the Wasm engine: {0:?}")]
+    Config(wasmtime::Error),
+    #[error("cannot use compilation cache directory {dir}: {source:?}")]
+    Cache {
+        dir: PathBuf,
+        source: wasmtime::Error,
+    },
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The engine, its epoch ticker and the plugin linker.
+pub struct PluginEngine {
+    engine: Engine,
+    linker: Linker<HostState>,
+    config: EngineConfig,
+    _ticker: Ticker,
+}
+
+impl std::fmt::Debug for PluginEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginEngine")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl PluginEngine {
+    /// Builds the engine and starts its epoch ticker.
+    pub fn new(config: EngineConfig) -> Result<Arc<Self>, EngineError> {
+        let mut c = Config::new();
+        c.strategy(Strategy::Cranelift)
+            .cranelift_opt_level(OptLevel::Speed)
+            .wasm_component_model(true)
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .parallel_compilation(true);
+        if let Some(dir) = &config.cache_dir {
+            std::fs::create_dir_all(dir).map_err(|e| EngineError::Cache {
+                dir: dir.clone(),
+                source: wasmtime::Error::msg(e.to_string()),
+            })?;
+            let mut cc = CacheConfig::new();
+            cc.with_directory(dir.clone());
+            let cache = Cache::new(cc).map_err(|source| EngineError::Cache {
+                dir: dir.clone(),
+                source,
+            })?;
+            c.cache(Some(cache));
+        }
+        if config.pooling {
+            let mut p = PoolingAllocationConfig::default();
+            p.total_component_instances(64)
+                .total_core_instances(512)
+                .total_memories(128)
+                .total_tables(512)
+                .max_memory_size(4 << 30);
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
+        }
+        let engine = Engine::new(&c).map_err(EngineError::Config)?;
+
+        let mut linker = Linker::<HostState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(EngineError::Config)?;
+        EventHandler::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(EngineError::Config)?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            let tick = config.epoch_tick;
+            std::thread::Builder::new()
+                .name("wasm-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| EngineError::Config(wasmtime::Error::msg(e.to_string())))?
+        };
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            config,
+            _ticker: Ticker {
+                stop,
+                thread: Some(thread),
+            },
+        }))
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The linker every plugin is instantiated against.
+    pub fn linker(&self) -> &Linker<HostState> {
+        &self.linker
+    }
+
+    /// The configuration the engine was built with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Epoch ticks covering `timeout`, rounded up, plus one for the partly
+    /// elapsed current tick.
+    pub fn deadline_ticks(&self, timeout: Duration) -> u64 {
+        let tick = self.config.epoch_tick.as_nanos().max(1);
+        (timeout.as_nanos().div_ceil(tick) as u64).saturating_add(1)
+    }
+
+    /// Compiles a component (through the cache when configured).
+    pub fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
+        Component::new(&self.engine, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_ticks_round_up_plus_one() {
+        let e = PluginEngine::new(EngineConfig::default()).unwrap();
+        assert_eq!(e.deadline_ticks(Duration::from_millis(1000)), 101);
+        assert_eq!(e.deadline_ticks(Duration::from_millis(1)), 2);
+        assert_eq!(e.deadline_ticks(Duration::from_millis(15)), 3);
+    }
+
+    #[test]
+    fn core_modules_do_not_compile_as_components() {
+        let e = PluginEngine::new(EngineConfig::default()).unwrap();
+        assert!(e.compile(b"\0asm\x01\0\0\0").is_err());
+    }
+}

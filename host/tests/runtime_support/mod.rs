@@ -1,0 +1,193 @@
+//! Shared helpers of the runtime tests: an in-memory [`CacheView`], pod
+//! objects and notifications, and plugin loading with test-sized limits.
+//!
+//! Invariant: nothing here talks to the network or depends on timing.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use wasm_informer::cache_view::{CacheError, CacheView};
+use wasm_informer::notification::{EventKind, Notification, NotificationRef};
+use wasm_informer::object::{Object, ObjectRef, Transform};
+use wasm_informer::runtime::{
+    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+};
+
+/// An in-memory cache: resource -> key -> object.
+#[derive(Default)]
+pub struct FakeCache {
+    pub objects: RwLock<BTreeMap<String, BTreeMap<String, ObjectRef>>>,
+    pub synced: RwLock<BTreeSet<String>>,
+}
+
+impl FakeCache {
+    pub fn insert(&self, resource: &str, o: ObjectRef) {
+        self.objects
+            .write()
+            .entry(resource.to_string())
+            .or_default()
+            .insert(o.key(), o);
+        self.synced.write().insert(resource.to_string());
+    }
+}
+
+fn matches(o: &Object, selector: &str) -> Result<bool, CacheError> {
+    for term in selector.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (k, v) = term.split_once('=').ok_or_else(|| {
+            CacheError::InvalidSelector(format!("fake cache supports k=v only: {term}"))
+        })?;
+        if o.meta.labels.get(k.trim()).map(String::as_str) != Some(v.trim()) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl CacheView for FakeCache {
+    fn get(&self, resource: &str, key: &str) -> Result<Option<ObjectRef>, CacheError> {
+        let g = self.objects.read();
+        let r = g
+            .get(resource)
+            .ok_or_else(|| CacheError::UnknownResource(resource.to_string()))?;
+        Ok(r.get(key).cloned())
+    }
+
+    fn list(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<ObjectRef>, CacheError> {
+        let g = self.objects.read();
+        let r = g
+            .get(resource)
+            .ok_or_else(|| CacheError::UnknownResource(resource.to_string()))?;
+        let mut out = Vec::new();
+        for o in r.values() {
+            if namespace.is_some_and(|ns| o.meta.namespace.as_deref() != Some(ns)) {
+                continue;
+            }
+            if let Some(s) = label_selector {
+                if !matches(o, s)? {
+                    continue;
+                }
+            }
+            out.push(o.clone());
+        }
+        Ok(out)
+    }
+
+    fn by_index(
+        &self,
+        resource: &str,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<ObjectRef>, CacheError> {
+        match index {
+            "namespace" => self.list(resource, Some(value), None),
+            _ => Err(CacheError::UnknownIndex(index.to_string())),
+        }
+    }
+
+    fn has_synced(&self, resource: &str) -> Result<bool, CacheError> {
+        Ok(self.synced.read().contains(resource))
+    }
+}
+
+/// A pod of about 1.5 KB with a Ready condition.
+pub fn pod(ns: &str, name: &str, ready: bool) -> ObjectRef {
+    let json = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": format!("uid-{ns}-{name}"),
+            "resourceVersion": "1",
+            "labels": {"app": "web", "tier": "frontend"},
+            "annotations": {"note": "x".repeat(512)},
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "containers": [{"name": "app", "image": "registry.local/app:1.0", "ports": [{"containerPort": 8080}]}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        },
+    });
+    Arc::new(Object::from_json(json.to_string().as_bytes(), &Transform::default()).unwrap())
+}
+
+/// An `added` notification for a pod.
+pub fn added(o: &ObjectRef) -> NotificationRef {
+    Arc::new(Notification {
+        kind: EventKind::Added,
+        resource: "v1/pods".into(),
+        key: o.key().into(),
+        object: o.clone(),
+        old: None,
+        in_initial_list: false,
+        final_state_unknown: false,
+    })
+}
+
+/// A cache holding `n` pods in namespace `ns` (every other one Ready).
+pub fn cache_with_pods(ns: &str, n: usize) -> (Arc<FakeCache>, Vec<ObjectRef>) {
+    let cache = Arc::new(FakeCache::default());
+    let pods: Vec<ObjectRef> = (0..n)
+        .map(|i| pod(ns, &format!("p{i}"), i % 2 == 0))
+        .collect();
+    for p in &pods {
+        cache.insert("v1/pods", p.clone());
+    }
+    (cache, pods)
+}
+
+/// An engine for tests (default configuration, no disk cache).
+pub fn engine() -> Arc<PluginEngine> {
+    PluginEngine::new(EngineConfig::default()).unwrap()
+}
+
+/// Limits for fault tests: quick restarts, 3 failures to quarantine, 1 s
+/// quarantine.
+pub fn fast_limits() -> PluginLimits {
+    PluginLimits {
+        max_failures: 3,
+        quarantine_seconds: 1,
+        backoff_initial_ms: 1,
+        backoff_max_ms: 10,
+        ..PluginLimits::default()
+    }
+}
+
+/// Loads a plugin from the artifacts crate.
+pub fn load(
+    engine: &PluginEngine,
+    name: &str,
+    wasm: &str,
+    config: serde_json::Value,
+    read: &[&str],
+    limits: PluginLimits,
+) -> Arc<LoadedPlugin> {
+    let spec = PluginSpec {
+        name: name.to_string(),
+        config_json: config.to_string(),
+        read: read.iter().map(|s| s.to_string()).collect(),
+        limits,
+    };
+    LoadedPlugin::from_file(engine, spec, std::path::Path::new(wasm)).unwrap()
+}
+
+/// Starts a runner.
+pub async fn runner(
+    engine: &Arc<PluginEngine>,
+    plugin: Arc<LoadedPlugin>,
+    cache: Arc<FakeCache>,
+) -> PluginRunner {
+    PluginRunner::start(engine.clone(), plugin, cache)
+        .await
+        .unwrap()
+}

@@ -1,0 +1,26 @@
+//! A plugin that imports `wasi:keyvalue/store`, an interface the host does not
+//! provide: `check` must reject it and name the import.
+//!
+//! Invariant: the import is really used, so it survives in the component.
+
+wit_bindgen::generate!({ path: "wit", world: "extra-import-plugin", generate_all });
+
+use exports::wasm_informer::plugin::handler::Guest;
+use wasm_informer::plugin::types::Event;
+
+struct Extra;
+
+impl Guest for Extra {
+    fn init(_config: String) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn on_event(event: Event) -> Result<(), String> {
+        match wasi::keyvalue::store::get(&event.key) {
+            Some(_) => Ok(()),
+            None => Err(format!("no value for {}", event.key)),
+        }
+    }
+}
+
+export!(Extra);
