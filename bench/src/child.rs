@@ -64,6 +64,7 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
             .collect(),
         listeners,
         notes,
+        reload: None,
     }
 }
 
@@ -78,7 +79,7 @@ pub fn main(spec_json: &str) -> Result<()> {
         mem::trim();
         let base = (mem::rss_bytes()?, alloc::live_bytes());
         let t0 = Instant::now();
-        let (run, notes) = match spec.side {
+        let (mut run, notes) = match spec.side {
             Side::Ours => {
                 let (s, n) = ours::OursSide::start(&spec, client).await?;
                 (Running::Ours(s), n)
@@ -130,6 +131,19 @@ pub fn main(spec_json: &str) -> Result<()> {
                     emit(&report(&run, base, reached, Vec::new()))?;
                 }
                 Command::Report => emit(&report(&run, base, true, Vec::new()))?,
+                Command::Reload {
+                    path,
+                    config,
+                    timeout_ms,
+                } => {
+                    let Running::Ours(s) = &mut run else {
+                        anyhow::bail!("child: Reload is only for the wasm-informer side");
+                    };
+                    let timing = s.reload(&path, &config, timeout_ms).await?;
+                    let mut r = report(&run, base, true, Vec::new());
+                    r.reload = Some(timing);
+                    emit(&r)?;
+                }
                 Command::Exit => break,
             }
         }

@@ -1,5 +1,7 @@
-//! The wasm-informer side: one shared informer (Reflector → DeltaFIFO → Indexer →
-//! processor) with one listener per handler, each handler wrapped in a probe.
+//! The wasm-informer side: the informer registry starts one shared informer
+//! (Reflector → DeltaFIFO → Indexer → processor) for `v1/pods`, with one listener
+//! per handler, each handler wrapped in a probe. WebAssembly handlers read the
+//! cache through the registry, as in production.
 //!
 //! Invariant: the probe runs after the handler returned, so an event counts only
 //! once the handler (native or WebAssembly) finished with it.
@@ -8,16 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use wasm_informer::cache_view::CacheView;
 use wasm_informer::handler::{Delivery, Handler};
-use wasm_informer::informer::{InformerConfig, SharedInformer};
+use wasm_informer::informer::{InformerConfig, InformerRegistry, SharedInformer};
 use wasm_informer::listener::ListenerConfig;
 use wasm_informer::notification::NotificationRef;
 use wasm_informer::processor::ListenerHandle;
-use wasm_informer::resource::ResourceSpec;
 
-use crate::probe::{parse_rv, Probe};
-use crate::spec::{HandlerKind, ListenerCounters, SideSpec};
-use crate::wasm::WasmHandler;
+use crate::probe::{now_ns, parse_rv, Probe};
+use crate::spec::{HandlerKind, ListenerCounters, ReloadTiming, SideSpec};
+use crate::wasm::{self, WasmHandler};
 
 enum Inner {
     Noop,
@@ -49,6 +51,7 @@ impl Handler for Probed {
 
 /// A running wasm-informer side.
 pub struct OursSide {
+    registry: Arc<InformerRegistry>,
     informer: Arc<SharedInformer>,
     handles: Vec<ListenerHandle>,
     /// (name, probe, tracked) per handler.
@@ -60,11 +63,8 @@ impl OursSide {
     pub async fn start(spec: &SideSpec, client: kube::Client) -> Result<(Self, Vec<String>)> {
         let mut config = InformerConfig::default();
         config.reflector.transform.strip_managed_fields = spec.strip_managed_fields;
-        let rs = ResourceSpec::builtin("v1/pods")
-            .context("resource v1/pods")?
-            .context("v1/pods is not a built-in resource")?;
-        let informer =
-            SharedInformer::start(client, rs, config).context("starting the informer")?;
+        let registry = InformerRegistry::new(client, config);
+        let cache: Arc<dyn CacheView> = registry.clone();
         let mut handles = Vec::new();
         let mut probes = Vec::new();
         for h in &spec.handlers {
@@ -77,9 +77,9 @@ impl OursSide {
                     config,
                     timeout_ms,
                 } => Inner::Wasm(Box::new(
-                    WasmHandler::start(&h.name, path, config, *timeout_ms, informer.clone())
+                    WasmHandler::start(&h.name, path, config, *timeout_ms, cache.clone())
                         .await
-                        .with_context(|| format!("handler {}: loading {path}", h.name))?,
+                        .with_context(|| format!("handler {}", h.name))?,
                 )),
             };
             let lc = ListenerConfig {
@@ -87,19 +87,25 @@ impl OursSide {
                 capacity: spec.queue_capacity,
                 ..ListenerConfig::default()
             };
-            let handle = informer
+            let handle = registry
                 .add_listener(
+                    "v1/pods",
                     lc,
                     Probed {
                         inner,
                         probe: probe.clone(),
                     },
                 )
+                .await
                 .with_context(|| format!("listener {}", h.name))?;
             handles.push(handle);
             probes.push((h.name.clone(), probe, h.tracked));
         }
+        let informer = registry
+            .informer("v1/pods")
+            .context("no informer runs for v1/pods after adding listeners")?;
         let side = OursSide {
+            registry,
             informer,
             handles,
             probes,
@@ -133,6 +139,62 @@ impl OursSide {
         Ok(notes)
     }
 
+    /// Replaces the first handler by a new version loaded from `path`: the new
+    /// listener is subscribed (it replays the cache), then the old one removed,
+    /// as a reload does. Times are from the moment the component is read.
+    pub async fn reload(
+        &mut self,
+        path: &str,
+        config: &str,
+        timeout_ms: u64,
+    ) -> Result<ReloadTiming> {
+        let name = self
+            .probes
+            .first()
+            .map(|p| p.0.clone())
+            .context("no handler to reload")?;
+        let t0 = now_ns();
+        let cache: Arc<dyn CacheView> = self.registry.clone();
+        let loaded = wasm::load(&name, path, config, timeout_ms)?;
+        let load_ms = (now_ns() - t0) as f64 / 1e6;
+        let runner = wasm::start(&name, loaded, cache).await?;
+        let probe = Arc::new(Probe::default());
+        let objects = self.cached_objects();
+        let handle = self
+            .registry
+            .add_listener(
+                "v1/pods",
+                ListenerConfig {
+                    name: name.clone(),
+                    capacity: 1024,
+                    ..ListenerConfig::default()
+                },
+                Probed {
+                    inner: Inner::Wasm(Box::new(runner)),
+                    probe: probe.clone(),
+                },
+            )
+            .await
+            .with_context(|| format!("subscribing the new version of {name}"))?;
+        let old = std::mem::replace(&mut self.handles[0], handle);
+        drop(old);
+        self.probes[0].1 = probe.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+        while probe.total.load(std::sync::atomic::Ordering::Relaxed) < objects {
+            if tokio::time::Instant::now() >= deadline {
+                bail!("the new version of {name} had not handled the replay after 600 s");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let r = probe.report();
+        Ok(ReloadTiming {
+            load_ms,
+            first_event_ms: (r.first_ns.saturating_sub(t0)) as f64 / 1e6,
+            replayed_ms: (r.last_ns.saturating_sub(t0)) as f64 / 1e6,
+            objects,
+        })
+    }
+
     /// Objects in the cache.
     pub fn cached_objects(&self) -> u64 {
         self.informer.indexer().len() as u64
@@ -159,5 +221,6 @@ impl OursSide {
     pub fn stop(self) {
         drop(self.handles);
         self.informer.stop();
+        drop(self.registry);
     }
 }

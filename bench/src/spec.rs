@@ -89,6 +89,14 @@ pub enum Command {
     Wait { rv: u64, timeout_ms: u64 },
     /// Report now.
     Report,
+    /// Hot reload (ours): load the component at `path` with `config` as a new
+    /// version of the first handler, subscribe it (replaying the cache), then
+    /// drop the old version; report the timing.
+    Reload {
+        path: String,
+        config: String,
+        timeout_ms: u64,
+    },
     /// Stop and exit.
     Exit,
 }
@@ -114,6 +122,21 @@ pub struct ChildReport {
     pub listeners: Vec<ListenerCounters>,
     /// Anything that went wrong, for the table notes.
     pub notes: Vec<String>,
+    /// Timing of a `Reload` command.
+    pub reload: Option<ReloadTiming>,
+}
+
+/// How long a hot reload took, from the moment the new component is read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReloadTiming {
+    /// Reading, compiling and linking the component.
+    pub load_ms: f64,
+    /// Until the new version handled its first event.
+    pub first_event_ms: f64,
+    /// Until the new version handled the whole replay.
+    pub replayed_ms: f64,
+    /// Objects replayed.
+    pub objects: u64,
 }
 
 /// Overflow counters of one of our listeners.

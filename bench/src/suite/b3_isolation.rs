@@ -94,7 +94,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         (Some(s), Some(f)) => (
             HandlerKind::Wasm {
                 path: s,
-                config: r#"{"sleep_ms":10}"#.into(),
+                config: r#"{"ms":10}"#.into(),
                 timeout_ms: 1000,
             },
             Some(HandlerKind::Wasm {
