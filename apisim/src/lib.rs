@@ -1,1 +1,205 @@
-//! placeholder
+//! apisim: an in-memory Kubernetes API server that real kube-client and kubectl can drive, with
+//! fault injection, a request log and a deterministic workload generator.
+//!
+//! Invariant: the simulator speaks the apiserver's wire protocol as recorded in
+//! `shared/apisim-protocol.md`; everything observable over HTTP is also reachable from Rust
+//! ([`RunningSim::store`], [`RunningSim::faults`], [`RunningSim::request_log`]).
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let sim = apisim::Sim::new(apisim::SimConfig::default())
+//!     .start("127.0.0.1:0".parse()?)
+//!     .await?;
+//! sim.write_kubeconfig("/tmp/kubeconfig")?;
+//! sim.faults().fail_next_500(2);
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod admin;
+pub mod continue_token;
+pub mod crd;
+pub mod discovery;
+pub mod faults;
+pub mod object;
+pub mod patch;
+pub mod protobuf;
+pub mod query;
+pub mod request_log;
+pub mod resource;
+pub mod scale;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod watch;
+pub mod workload;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use faults::{FailMode, Faults};
+pub use object::{ObjectRef, StoredObject};
+pub use request_log::{RequestLog, RequestRecord};
+pub use resource::{ResourceId, ResourceType};
+pub use status::ApiError;
+pub use store::{ChangeType, ListRequest, ListVersion, Store, Subresource};
+
+/// Simulator settings.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Number of changes kept for watches and consistent lists; older resourceVersions get 410.
+    /// Memory grows with it (each kept change pins one object version). Default 100 000.
+    pub history_window: usize,
+    /// Interval between BOOKMARK events on watches with `allowWatchBookmarks=true`. Default 5 s.
+    pub bookmark_interval: Duration,
+    /// Watch duration when the client sends no `timeoutSeconds`. Default 30 min.
+    pub default_watch_timeout: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            history_window: 100_000,
+            bookmark_interval: Duration::from_secs(5),
+            default_watch_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// A simulator that is not serving yet. Its store can be filled before [`Sim::start`].
+#[derive(Debug, Clone)]
+pub struct Sim {
+    config: SimConfig,
+    store: Arc<Store>,
+    faults: Faults,
+    log: RequestLog,
+}
+
+impl Sim {
+    /// A fresh simulator with the default namespaces.
+    pub fn new(config: SimConfig) -> Self {
+        let store = Arc::new(Store::new(config.history_window));
+        Sim {
+            faults: Faults::new(store.clone()),
+            store,
+            log: RequestLog::default(),
+            config,
+        }
+    }
+
+    /// Direct access to the storage.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Binds `addr` (use port 0 for any free port) and serves until [`RunningSim::shutdown`].
+    pub async fn start(self, addr: SocketAddr) -> anyhow::Result<RunningSim> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("apisim: cannot listen on {addr}: {e}"))?;
+        let local = listener.local_addr()?;
+        let app = server::App {
+            store: self.store.clone(),
+            faults: self.faults.clone(),
+            log: self.log.clone(),
+            config: self.config.clone(),
+            address: local.to_string(),
+        };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let router = server::router(app);
+        let task = tokio::spawn(async move {
+            let r = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
+            if let Err(e) = r {
+                tracing::error!(error = %e, "apisim server stopped with an error");
+            }
+        });
+        tracing::info!(url = %format!("http://{local}"), "apisim listening");
+        Ok(RunningSim {
+            sim: self,
+            addr: local,
+            stop: Some(stop_tx),
+            task: Some(task),
+        })
+    }
+}
+
+/// A serving simulator. Dropping it without [`RunningSim::shutdown`] leaves the server running
+/// until the runtime stops.
+#[derive(Debug)]
+pub struct RunningSim {
+    sim: Sim,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningSim {
+    /// Base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Storage, for direct create/update/delete/list from tests.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.sim.store
+    }
+
+    /// Fault switches.
+    pub fn faults(&self) -> &Faults {
+        &self.sim.faults
+    }
+
+    /// Every API request received so far.
+    pub fn request_log(&self) -> &RequestLog {
+        &self.sim.log
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &SimConfig {
+        &self.sim.config
+    }
+
+    /// A kubeconfig whose current context points at this simulator over plain HTTP.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user: {{}}\npreferences: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// Writes [`RunningSim::kubeconfig_yaml`] to `path`.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> anyhow::Result<()> {
+        let path = path.as_ref();
+        std::fs::write(path, self.kubeconfig_yaml())
+            .map_err(|e| anyhow::anyhow!("cannot write kubeconfig {}: {e}", path.display()))
+    }
+
+    /// Stops serving: closes open watches, stops accepting, and waits (at most 5 s) for in-flight
+    /// requests.
+    pub async fn shutdown(mut self) {
+        self.sim.faults.drop_watches();
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}

@@ -31,7 +31,12 @@ pub trait CacheView: Send + Sync + 'static {
         label_selector: Option<&str>,
     ) -> Result<Vec<ObjectRef>, CacheError>;
     /// Objects whose value for `index` equals `value`.
-    fn by_index(&self, resource: &str, index: &str, value: &str) -> Result<Vec<ObjectRef>, CacheError>;
+    fn by_index(
+        &self,
+        resource: &str,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<ObjectRef>, CacheError>;
     /// Whether the resource's informer has finished its first list.
     fn has_synced(&self, resource: &str) -> Result<bool, CacheError>;
 }

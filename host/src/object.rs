@@ -187,7 +187,10 @@ impl<'de> Deserialize<'de> for BTreeMapRaw {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
                 let mut v = Vec::new();
                 while let Some((k, val)) = a.next_entry::<String, Box<RawValue>>()? {
                     v.push((k, val));
@@ -233,7 +236,13 @@ mod tests {
     #[test]
     fn keeps_managed_fields_when_asked() {
         let raw = br#"{"metadata":{"name":"c","managedFields":[{"manager":"x"}]}}"#;
-        let o = Object::from_json(raw, &Transform { strip_managed_fields: false }).unwrap();
+        let o = Object::from_json(
+            raw,
+            &Transform {
+                strip_managed_fields: false,
+            },
+        )
+        .unwrap();
         assert_eq!(o.key(), "c");
         assert!(o.json.contains("managedFields"));
     }

@@ -1,0 +1,32 @@
+# wasm-informer: one entry point for set-up, plugins, the demo and the tests.
+#
+#   make demo    set up a fresh machine, build every plugin, run the host with the
+#                example plugins against the embedded API simulator
+#   make test    set up a fresh machine, build every plugin, run every test
+#
+# Each target is idempotent: a second run skips what is already installed or built.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+DURATION ?= 60
+
+.PHONY: setup plugins build demo test lint
+
+setup:
+	./scripts/setup.sh
+
+plugins: setup
+	./scripts/build-plugins.sh
+
+build:
+	$(CARGO) build -p wasm-informer
+
+demo: plugins build
+	$(CARGO) run -p wasm-informer -- run --config config --sim --duration $(DURATION) --report target/report.json
+
+test: plugins
+	$(CARGO) test --workspace --exclude wasm-informer-sdk --no-fail-fast
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings

@@ -1,0 +1,112 @@
+//! Runs the simulator on its own until Ctrl-C:
+//! `cargo run -p apisim --example serve -- --listen 127.0.0.1:PORT --kubeconfig-out FILE --pods N`
+//!
+//! Other flags: `--namespaces M` (default 10), `--seed S` (default 1), `--churn R` (ops/s, default
+//! 0), `--bookmark-interval-ms MS`, `--history-window N`.
+
+use std::time::Duration;
+
+use apisim::workload::{Workload, WorkloadConfig};
+use apisim::{Sim, SimConfig};
+
+struct Args {
+    listen: String,
+    kubeconfig_out: Option<String>,
+    pods: usize,
+    namespaces: usize,
+    seed: u64,
+    churn: f64,
+    config: SimConfig,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut a = Args {
+        listen: "127.0.0.1:0".into(),
+        kubeconfig_out: None,
+        pods: 0,
+        namespaces: 10,
+        seed: 1,
+        churn: 0.0,
+        config: SimConfig::default(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("flag {flag} needs a value"))
+        };
+        let bad = |flag: &str, v: &str| anyhow::anyhow!("flag {flag}: invalid value {v:?}");
+        match flag.as_str() {
+            "--listen" => a.listen = val()?,
+            "--kubeconfig-out" => a.kubeconfig_out = Some(val()?),
+            "--pods" => {
+                let v = val()?;
+                a.pods = v.parse().map_err(|_| bad("--pods", &v))?
+            }
+            "--namespaces" => {
+                let v = val()?;
+                a.namespaces = v.parse().map_err(|_| bad("--namespaces", &v))?
+            }
+            "--seed" => {
+                let v = val()?;
+                a.seed = v.parse().map_err(|_| bad("--seed", &v))?
+            }
+            "--churn" => {
+                let v = val()?;
+                a.churn = v.parse().map_err(|_| bad("--churn", &v))?
+            }
+            "--bookmark-interval-ms" => {
+                let v = val()?;
+                let ms: u64 = v.parse().map_err(|_| bad("--bookmark-interval-ms", &v))?;
+                a.config.bookmark_interval = Duration::from_millis(ms);
+            }
+            "--history-window" => {
+                let v = val()?;
+                a.config.history_window = v.parse().map_err(|_| bad("--history-window", &v))?
+            }
+            other => anyhow::bail!("unknown flag {other}; see the header of examples/serve.rs"),
+        }
+    }
+    Ok(a)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = parse_args()?;
+    let addr = args
+        .listen
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--listen {:?}: {e}", args.listen))?;
+    let sim = Sim::new(args.config.clone());
+    let workload = if args.pods > 0 || args.churn > 0.0 {
+        let t = std::time::Instant::now();
+        let w = Workload::seed(
+            sim.store().clone(),
+            WorkloadConfig::new(args.pods, args.namespaces, args.seed),
+        )?;
+        eprintln!("seeded {} pods in {:?}", args.pods, t.elapsed());
+        Some(w)
+    } else {
+        None
+    };
+    let running = sim.start(addr).await?;
+    if let Some(path) = &args.kubeconfig_out {
+        running.write_kubeconfig(path)?;
+    }
+    println!("{}", running.url());
+    let churn = match workload {
+        Some(w) if args.churn > 0.0 => Some(w.churn(args.churn)),
+        _ => None,
+    };
+    tokio::signal::ctrl_c().await?;
+    if let Some(c) = churn {
+        c.stop().await;
+    }
+    running.shutdown().await;
+    Ok(())
+}

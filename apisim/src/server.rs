@@ -1,0 +1,520 @@
+//! HTTP front end: routes Kubernetes API paths to the store, streams watches, applies faults and
+//! records requests.
+//!
+//! Invariant: every API response is either the JSON the apiserver would send (object, list,
+//! discovery document, watch stream) or a `Status` whose `code` equals the HTTP status; faults and
+//! the request log see every API request and no `/_sim/` admin request.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{header, HeaderValue, Method, StatusCode};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+use crate::discovery;
+use crate::faults::Faults;
+use crate::patch::{self, PatchType};
+use crate::query::Query;
+use crate::request_log::{RequestLog, RequestRecord};
+use crate::resource::{ResourceId, ResourceType};
+use crate::status::ApiError;
+use crate::store::{ListPage, ListRequest, Store, Subresource};
+use crate::watch::{Watch, WatchRequest, WatchStart};
+use crate::SimConfig;
+
+/// Shared state of the HTTP server.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The storage.
+    pub store: Arc<Store>,
+    /// Fault switches.
+    pub faults: Faults,
+    /// Request log.
+    pub log: RequestLog,
+    /// Configuration.
+    pub config: SimConfig,
+    /// `host:port` the server listens on (for `/api`).
+    pub address: String,
+}
+
+/// Builds the axum router serving the whole API.
+pub fn router(app: App) -> axum::Router {
+    axum::Router::new()
+        .fallback(handle)
+        .with_state(Arc::new(app))
+        .layer(axum::extract::DefaultBodyLimit::max(64 << 20))
+}
+
+fn json_response(code: u16, body: impl Into<Body>) -> Response {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn value_response(code: u16, v: &Value) -> Response {
+    json_response(code, serde_json::to_vec(v).expect("JSON value serializes"))
+}
+
+fn error_response(e: &ApiError) -> Response {
+    let mut r = json_response(e.code, e.body());
+    if e.code == 429 {
+        let secs = e
+            .details
+            .as_ref()
+            .and_then(|d| d["retryAfterSeconds"].as_u64())
+            .unwrap_or(1);
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    r
+}
+
+async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let raw_query = req.uri().query().unwrap_or("").to_string();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
+        Ok(b) => b,
+        Err(e) => {
+            return error_response(&ApiError::bad_request(format!(
+                "could not read the request body of {method} {path}: {e}"
+            )))
+        }
+    };
+    if let Some(admin) = path.strip_prefix("/_sim/") {
+        return crate::admin::handle(&app, &method, admin, &Query::parse(&raw_query), &body);
+    }
+    app.log.record(RequestRecord {
+        method: method.to_string(),
+        path: path.clone(),
+        query: raw_query.clone(),
+        content_type: content_type.clone(),
+    });
+    if let Some(d) = app.faults.delay() {
+        tokio::time::sleep(d).await;
+    }
+    if let Some(f) = app.faults.take_failure() {
+        tracing::debug!(%method, %path, ?f, "injected failure");
+        return error_response(&f.error());
+    }
+    let q = Query::parse(&raw_query);
+    match route(&app, &method, &path, &q, &content_type, body).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");
+            error_response(&e)
+        }
+    }
+}
+
+/// A parsed resource URL.
+struct Target {
+    rid: ResourceId,
+    rt: Arc<ResourceType>,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn parse_target(store: &Store, segs: &[&str]) -> Result<Option<Target>, ApiError> {
+    let (group, version, rest) = match segs {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return Ok(None),
+    };
+    let find = |plural: &str| store.resource(group, version, plural);
+    let t = match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if group.is_empty() || store.registry().find(group, version, plural).is_some() =>
+        {
+            // `namespaces/NAME/status` and `namespaces/NAME/finalize` are namespace subresources.
+            if group.is_empty() && tail.is_empty() && (*plural == "status" || *plural == "finalize")
+            {
+                let rid = find("namespaces")?;
+                Target {
+                    rid,
+                    rt: store.registry().get(rid),
+                    namespace: None,
+                    name: Some(ns.to_string()),
+                    sub: Some(plural.to_string()),
+                }
+            } else {
+                let rid = find(plural)?;
+                let rt = store.registry().get(rid);
+                if !rt.namespaced {
+                    return Err(ApiError::no_route(&segs.join("/")));
+                }
+                let (name, sub) = match tail {
+                    [] => (None, None),
+                    [n] => (Some(n.to_string()), None),
+                    [n, s] => (Some(n.to_string()), Some(s.to_string())),
+                    _ => return Err(ApiError::no_route(&format!("/{}", segs.join("/")))),
+                };
+                Target {
+                    rid,
+                    rt,
+                    namespace: Some(ns.to_string()),
+                    name,
+                    sub,
+                }
+            }
+        }
+        [plural, tail @ ..] => {
+            let rid = find(plural)?;
+            let rt = store.registry().get(rid);
+            let (name, sub) = match tail {
+                [] => (None, None),
+                [n] if !rt.namespaced => (Some(n.to_string()), None),
+                [n, s] if !rt.namespaced => (Some(n.to_string()), Some(s.to_string())),
+                _ => return Err(ApiError::no_route(&format!("/{}", segs.join("/")))),
+            };
+            Target {
+                rid,
+                rt,
+                namespace: None,
+                name,
+                sub,
+            }
+        }
+        [] => return Ok(None),
+    };
+    Ok(Some(t))
+}
+
+async fn route(
+    app: &App,
+    method: &Method,
+    path: &str,
+    q: &Query,
+    content_type: &str,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let registry = app.store.registry();
+    let get_only = |v: Option<Value>| -> Result<Response, ApiError> {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {path}"
+            )));
+        }
+        v.map(|v| value_response(200, &v))
+            .ok_or_else(|| ApiError::no_route(path))
+    };
+    match segs.as_slice() {
+        ["version"] => return get_only(Some(discovery::version())),
+        ["healthz"] | ["readyz"] | ["livez"] => {
+            return Ok(Response::new(Body::from("ok")));
+        }
+        ["api"] => return get_only(Some(discovery::core_versions(&app.address))),
+        ["apis"] => return get_only(Some(discovery::group_list(registry))),
+        ["api", v] => return get_only(discovery::resource_list(registry, "", v)),
+        ["apis", g] => return get_only(discovery::group(registry, g)),
+        ["apis", g, v] => return get_only(discovery::resource_list(registry, g, v)),
+        ["openapi", "v3"] => return get_only(Some(discovery::openapi_root(registry))),
+        ["openapi", "v3", rest @ ..] => {
+            return get_only(discovery::openapi_group_version(registry, &rest.join("/")))
+        }
+        _ => {}
+    }
+    // kubectl's typed clientset sends protobuf for a few kinds; decode those to JSON.
+    let body = if matches!(*method, Method::POST | Method::PUT) && content_type.contains("protobuf")
+    {
+        Bytes::from(serde_json::to_vec(&crate::protobuf::decode(&body)?).expect("JSON serializes"))
+    } else {
+        body
+    };
+    let Some(t) = parse_target(&app.store, &segs)? else {
+        return Err(ApiError::no_route(path));
+    };
+    let ns = t.namespace.clone();
+    match (method.clone(), &t.name, t.sub.as_deref()) {
+        (Method::GET, None, None) => {
+            if q.flag("watch") {
+                watch(app, &t, q)
+            } else {
+                let req = q.list_request(ns.as_deref())?;
+                if let Some(tok) = &req.continue_token {
+                    if app.faults.take_continue_expiry() {
+                        return Err(ApiError::expired_continue(tok));
+                    }
+                }
+                let page = app.store.list(t.rid, &req)?;
+                Ok(json_response(200, list_body(&t.rt, &page)))
+            }
+        }
+        (Method::POST, None, None) => {
+            let obj = parse_json(&body, "create", &t.rt)?;
+            if is_dry_run(q) {
+                return Ok(value_response(201, &obj));
+            }
+            let o = app.store.create(t.rid, ns.as_deref(), obj)?;
+            Ok(json_response(201, o.json.clone()))
+        }
+        (Method::DELETE, None, None) => {
+            let req = q.list_request(ns.as_deref())?;
+            let page = app.store.list(
+                t.rid,
+                &ListRequest {
+                    limit: None,
+                    continue_token: None,
+                    ..req
+                },
+            )?;
+            let mut deleted = Vec::new();
+            for o in page.items {
+                if let Ok(d) = app.store.delete(t.rid, &o.namespace, &o.name, None) {
+                    deleted.push(d);
+                }
+            }
+            let page = ListPage {
+                rv: app.store.current_rv(),
+                items: deleted,
+                continue_token: None,
+                remaining: None,
+            };
+            Ok(json_response(200, list_body(&t.rt, &page)))
+        }
+        (m, Some(name), sub) => {
+            if sub == Some("scale") && crate::scale::has_scale(&t.rt) {
+                let ns = ns.unwrap_or_default();
+                let v = match m {
+                    Method::GET => crate::scale::get(&app.store, t.rid, &ns, name)?,
+                    Method::PUT => {
+                        let body = parse_json(&body, "update", &t.rt)?;
+                        crate::scale::put(&app.store, t.rid, &ns, name, &body)?
+                    }
+                    Method::PATCH => {
+                        let pt = PatchType::from_content_type(content_type)?;
+                        let p = patch::parse_body(pt, &body)?;
+                        crate::scale::patch(&app.store, t.rid, &ns, name, pt, &p)?
+                    }
+                    _ => {
+                        return Err(ApiError::method_not_allowed(format!(
+                            "{method} is not supported on {path}"
+                        )))
+                    }
+                };
+                return Ok(value_response(200, &v));
+            }
+            let sub = match sub {
+                None => Subresource::Main,
+                Some("status") if t.rt.status_subresource => Subresource::Status,
+                Some(other) => {
+                    return Err(ApiError::no_route(&format!(
+                        "{path} (subresource {other:?} is not served for {})",
+                        t.rt.qualified_plural()
+                    )))
+                }
+            };
+            let ns = ns.unwrap_or_default();
+            match m {
+                Method::GET => Ok(json_response(
+                    200,
+                    app.store.get(t.rid, &ns, name)?.json.clone(),
+                )),
+                Method::PUT => {
+                    let obj = parse_json(&body, "update", &t.rt)?;
+                    if is_dry_run(q) {
+                        return Ok(value_response(200, &obj));
+                    }
+                    let o = app.store.update(t.rid, &ns, name, sub, obj)?;
+                    Ok(json_response(200, o.json.clone()))
+                }
+                Method::PATCH => patch_object(app, &t, &ns, name, sub, q, content_type, &body),
+                Method::DELETE => {
+                    let precondition = if body.is_empty() {
+                        None
+                    } else {
+                        let opts: Value = serde_json::from_slice(&body).map_err(|e| {
+                            ApiError::bad_request(format!(
+                                "the DeleteOptions body is not valid JSON: {e}"
+                            ))
+                        })?;
+                        opts["preconditions"]["resourceVersion"]
+                            .as_str()
+                            .map(str::to_string)
+                    };
+                    let o = app
+                        .store
+                        .delete(t.rid, &ns, name, precondition.as_deref())?;
+                    Ok(json_response(200, o.json.clone()))
+                }
+                _ => Err(ApiError::method_not_allowed(format!(
+                    "{method} is not supported on {path}"
+                ))),
+            }
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported on {path}"
+        ))),
+    }
+}
+
+fn is_dry_run(q: &Query) -> bool {
+    q.pairs.iter().any(|(k, v)| k == "dryRun" && v == "All")
+}
+
+fn parse_json(body: &[u8], verb: &str, rt: &ResourceType) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the {verb} request for {} has an empty body",
+            rt.qualified_plural()
+        )));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the {verb} request body for {} is not valid JSON: {e}",
+            rt.qualified_plural()
+        ))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn patch_object(
+    app: &App,
+    t: &Target,
+    ns: &str,
+    name: &str,
+    sub: Subresource,
+    q: &Query,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    let pt = PatchType::from_content_type(content_type)?;
+    let p = patch::parse_body(pt, body)?;
+    if is_dry_run(q) {
+        let cur = app.store.get(t.rid, ns, name)?.value();
+        return Ok(value_response(200, &patch::apply(pt, cur, &p)?));
+    }
+    let res = app
+        .store
+        .update_with(t.rid, ns, name, sub, |cur| patch::apply(pt, cur, &p));
+    match res {
+        Ok(o) => Ok(json_response(200, o.json.clone())),
+        Err(e) if e.code == 404 && pt == PatchType::Apply && sub == Subresource::Main => {
+            let mut obj = p.clone();
+            if !obj.get("metadata").is_some_and(|m| m.is_object()) {
+                obj["metadata"] = json!({});
+            }
+            obj["metadata"]["name"] = json!(name);
+            let nsopt = if t.rt.namespaced { Some(ns) } else { None };
+            let o = app.store.create(t.rid, nsopt, obj)?;
+            Ok(json_response(201, o.json.clone()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Serializes a list page without re-parsing the stored objects.
+pub fn list_body(rt: &ResourceType, page: &ListPage) -> Bytes {
+    let total: usize = page.items.iter().map(|o| o.json.len() + 1).sum();
+    let mut b = BytesMut::with_capacity(total + 256);
+    b.put_slice(b"{\"kind\":\"");
+    b.put_slice(rt.list_kind().as_bytes());
+    b.put_slice(b"\",\"apiVersion\":\"");
+    b.put_slice(rt.api_version().as_bytes());
+    b.put_slice(b"\",\"metadata\":{\"resourceVersion\":\"");
+    b.put_slice(page.rv.to_string().as_bytes());
+    b.put_slice(b"\"");
+    if let Some(c) = &page.continue_token {
+        b.put_slice(b",\"continue\":\"");
+        b.put_slice(c.as_bytes());
+        b.put_slice(b"\"");
+    }
+    if let Some(r) = page.remaining {
+        b.put_slice(b",\"remainingItemCount\":");
+        b.put_slice(r.to_string().as_bytes());
+    }
+    b.put_slice(b"},\"items\":[");
+    for (i, o) in page.items.iter().enumerate() {
+        if i > 0 {
+            b.put_u8(b',');
+        }
+        b.put_slice(&o.json);
+    }
+    b.put_slice(b"]}");
+    b.freeze()
+}
+
+fn watch(app: &App, t: &Target, q: &Query) -> Result<Response, ApiError> {
+    let rv = q.resource_version()?;
+    let send_initial = match q.get("sendInitialEvents") {
+        None | Some("") => None,
+        Some("true") | Some("1") => Some(true),
+        Some("false") | Some("0") => Some(false),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid value for query parameter sendInitialEvents: {other:?}"
+            )))
+        }
+    };
+    let rv_match = q.get("resourceVersionMatch").unwrap_or("");
+    let bookmarks = q.flag("allowWatchBookmarks");
+    if send_initial.is_some() {
+        if rv_match != "NotOlderThan" {
+            return Err(ApiError::invalid(
+                &t.rt.qualified_plural(),
+                "",
+                "resourceVersionMatch: Unsupported value: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if send_initial == Some(true) && !bookmarks {
+            return Err(ApiError::invalid(
+                &t.rt.qualified_plural(),
+                "",
+                "allowWatchBookmarks: Required value: sendInitialEvents requires setting allowWatchBookmarks to true",
+            ));
+        }
+    } else if !rv_match.is_empty() {
+        return Err(ApiError::bad_request(
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    let current = app.store.current_rv();
+    let start = match (send_initial, rv) {
+        (Some(true), Some(x)) if x > current => return Err(ApiError::too_large_rv(x, current)),
+        (Some(true), _) => WatchStart::CurrentState,
+        (Some(false), None) | (Some(false), Some(0)) => WatchStart::Now,
+        (Some(false), Some(x)) | (None, Some(x)) if x != 0 => WatchStart::After(x),
+        _ => WatchStart::CurrentState,
+    };
+    let timeout = q.timeout()?.unwrap_or(app.config.default_watch_timeout);
+    let req = WatchRequest {
+        resource: t.rid,
+        namespace: t.namespace.clone(),
+        labels: q.label_selector()?,
+        fields: q.field_selector()?,
+        start,
+        initial_events_end: send_initial == Some(true),
+        bookmarks,
+        timeout,
+    };
+    let w = Watch::open(
+        app.store.clone(),
+        app.faults.clone(),
+        req,
+        app.config.bookmark_interval,
+    )?;
+    let mut r = json_response(200, Body::from_stream(w.into_stream()));
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(r)
+}

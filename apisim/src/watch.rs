@@ -1,0 +1,352 @@
+//! Watch streams: initial events, live changes from the store's log with selector translation,
+//! bookmarks, timeouts and the watch faults (drop, cut mid-line).
+//!
+//! Invariants:
+//! - Events reach a watcher in resourceVersion order, each at most once, with no gap: the cursor
+//!   only advances past changes that were examined.
+//! - A watch from a compacted resourceVersion gets HTTP 200 and one ERROR event with code 410,
+//!   never an HTTP 410.
+//! - A bookmark's resourceVersion never exceeds the last change examined, so a client resuming
+//!   from it misses nothing.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use wasm_informer_selector::{FieldSelector, LabelSelector};
+
+use crate::faults::{Faults, WatchGuard};
+use crate::object::{ObjectRef, StoredObject};
+use crate::resource::{ResourceId, ResourceType};
+use crate::status::ApiError;
+use crate::store::{Change, ChangeType, ListRequest, ListVersion, Store};
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchStart {
+    /// Synthetic ADDED events for the current state, then changes (RV unset or `0`).
+    CurrentState,
+    /// Changes after this resourceVersion only.
+    After(u64),
+    /// No initial events; changes after the current resourceVersion
+    /// (`sendInitialEvents=false` without a resourceVersion).
+    Now,
+}
+
+/// A parsed watch request.
+#[derive(Debug, Clone)]
+pub struct WatchRequest {
+    /// Resource type watched.
+    pub resource: ResourceId,
+    /// Namespace filter (None: all namespaces).
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub labels: LabelSelector,
+    /// Field selector.
+    pub fields: FieldSelector,
+    /// Start point.
+    pub start: WatchStart,
+    /// Send the `k8s.io/initial-events-end` bookmark after the initial events.
+    pub initial_events_end: bool,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// When the stream ends cleanly.
+    pub timeout: Duration,
+}
+
+/// Events per chunk written to the socket.
+const BATCH: usize = 512;
+
+fn event_line(buf: &mut BytesMut, ty: &str, object: &[u8]) {
+    buf.put_slice(b"{\"type\":\"");
+    buf.put_slice(ty.as_bytes());
+    buf.put_slice(b"\",\"object\":");
+    buf.put_slice(object);
+    buf.put_slice(b"}\n");
+}
+
+/// The bookmark object for `rt` at `rv`.
+pub fn bookmark_object(rt: &ResourceType, rv: u64, initial_events_end: bool) -> Vec<u8> {
+    let annotations = if initial_events_end {
+        ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
+    } else {
+        ""
+    };
+    format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null{annotations}}}}}",
+        rt.kind,
+        rt.api_version()
+    )
+    .into_bytes()
+}
+
+enum Phase {
+    Initial(std::vec::IntoIter<ObjectRef>, u64),
+    Live,
+    Cut,
+    Done,
+}
+
+struct WatchState {
+    store: Arc<Store>,
+    faults: Faults,
+    rt: Arc<ResourceType>,
+    req: WatchRequest,
+    cursor: u64,
+    phase: Phase,
+    deadline: Instant,
+    next_bookmark: Instant,
+    interval: Duration,
+    rv_rx: tokio::sync::watch::Receiver<u64>,
+    drop_rx: tokio::sync::watch::Receiver<u64>,
+    pending_error: Option<ApiError>,
+    _guard: WatchGuard,
+}
+
+/// Prepared watch: validated and positioned, ready to stream.
+pub struct Watch {
+    state: WatchState,
+}
+
+impl Watch {
+    /// Validates the request and takes the initial snapshot atomically with the cursor, so that
+    /// initial events and live changes neither overlap nor leave a gap.
+    pub fn open(
+        store: Arc<Store>,
+        faults: Faults,
+        req: WatchRequest,
+        bookmark_interval: Duration,
+    ) -> Result<Watch, ApiError> {
+        let rt = store.registry().get(req.resource);
+        // Subscribe before reading the snapshot so no notification is missed.
+        let rv_rx = store.subscribe();
+        let drop_rx = faults.drop_signal();
+        let (phase, cursor, pending_error) = match req.start {
+            WatchStart::CurrentState => {
+                let mut lr = ListRequest::all(req.namespace.as_deref());
+                lr.labels = req.labels.clone();
+                lr.fields = req.fields.clone();
+                lr.version = ListVersion::Latest;
+                let page = store.list(req.resource, &lr)?;
+                (
+                    Phase::Initial(page.items.into_iter(), page.rv),
+                    page.rv,
+                    None,
+                )
+            }
+            WatchStart::Now => {
+                let mut lr = ListRequest::all(None);
+                lr.fields = req.fields.clone();
+                // Validates the field selector for this type.
+                lr.limit = Some(1);
+                store.list(req.resource, &lr)?;
+                (Phase::Live, store.current_rv(), None)
+            }
+            WatchStart::After(rv) => {
+                let mut lr = ListRequest::all(None);
+                lr.fields = req.fields.clone();
+                lr.limit = Some(1);
+                store.list(req.resource, &lr)?;
+                let compacted = store.compacted_rv();
+                if rv < compacted {
+                    (Phase::Done, rv, Some(ApiError::too_old_rv(rv, compacted)))
+                } else {
+                    (Phase::Live, rv, None)
+                }
+            }
+        };
+        let now = Instant::now();
+        let guard = faults.watch_guard();
+        Ok(Watch {
+            state: WatchState {
+                store,
+                faults,
+                rt,
+                deadline: now + req.timeout,
+                next_bookmark: now + bookmark_interval,
+                interval: bookmark_interval,
+                req,
+                cursor,
+                phase,
+                rv_rx,
+                drop_rx,
+                pending_error,
+                _guard: guard,
+            },
+        })
+    }
+
+    /// The stream of body chunks (each a whole number of event lines, except when cut by a fault).
+    pub fn into_stream(self) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {
+        futures::stream::unfold(self.state, |mut st| async move {
+            let item = st.next_chunk().await?;
+            Some((item, st))
+        })
+    }
+}
+
+fn cut_err() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "watch cut by injected fault",
+    )
+}
+
+impl WatchState {
+    /// Appends one event line, or, when a cut fault is armed, half of it and reports the cut.
+    fn push_event(&mut self, buf: &mut BytesMut, ty: &str, object: &[u8]) -> bool {
+        if self.faults.take_cut() {
+            let mut line = BytesMut::new();
+            event_line(&mut line, ty, object);
+            let half = line.len() / 2;
+            buf.put_slice(&line[..half]);
+            self.phase = Phase::Cut;
+            return true;
+        }
+        event_line(buf, ty, object);
+        false
+    }
+
+    /// Translates one change through this watcher's filters (the apiserver's rules: moving out of
+    /// the selector is DELETED with the previous content, moving in is ADDED).
+    fn translate(&self, c: &Change) -> Option<(&'static str, Bytes)> {
+        if c.resource != self.req.resource {
+            return None;
+        }
+        if let Some(ns) = &self.req.namespace {
+            if self.rt.namespaced && &c.object.namespace != ns {
+                return None;
+            }
+        }
+        let (labels, fields) = (&self.req.labels, &self.req.fields);
+        if labels.is_empty() && fields.is_empty() {
+            return Some((c.kind.as_str(), c.object.json.clone()));
+        }
+        let cur = c.kind != ChangeType::Deleted && c.object.matches(labels, fields);
+        let old = c.prev.as_ref().is_some_and(|p| p.matches(labels, fields));
+        match (cur, old) {
+            (true, false) => Some(("ADDED", c.object.json.clone())),
+            (true, true) => Some(("MODIFIED", c.object.json.clone())),
+            (false, true) => {
+                if c.kind == ChangeType::Deleted {
+                    Some(("DELETED", c.object.json.clone()))
+                } else {
+                    let prev: &StoredObject = c.prev.as_ref().expect("old passes implies prev");
+                    Some(("DELETED", prev.with_rv(&self.rt, c.rv).json))
+                }
+            }
+            (false, false) => None,
+        }
+    }
+
+    async fn next_chunk(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        if let Some(e) = self.pending_error.take() {
+            let mut buf = BytesMut::new();
+            event_line(&mut buf, "ERROR", &e.body());
+            self.phase = Phase::Done;
+            return Some(Ok(buf.freeze()));
+        }
+        loop {
+            match &mut self.phase {
+                Phase::Done => return None,
+                Phase::Cut => {
+                    self.phase = Phase::Done;
+                    return Some(Err(cut_err()));
+                }
+                Phase::Initial(items, snapshot_rv) => {
+                    let snapshot_rv = *snapshot_rv;
+                    let mut buf = BytesMut::new();
+                    let batch: Vec<ObjectRef> = items.by_ref().take(BATCH).collect();
+                    let exhausted = items.len() == 0;
+                    for o in &batch {
+                        if self.push_event(&mut buf, "ADDED", &o.json) {
+                            return Some(Ok(buf.freeze()));
+                        }
+                    }
+                    if exhausted {
+                        if self.req.initial_events_end {
+                            let b = bookmark_object(&self.rt, snapshot_rv, true);
+                            event_line(&mut buf, "BOOKMARK", &b);
+                        }
+                        self.phase = Phase::Live;
+                    }
+                    if !buf.is_empty() {
+                        return Some(Ok(buf.freeze()));
+                    }
+                }
+                Phase::Live => {
+                    if self.drop_rx.has_changed().unwrap_or(false) {
+                        self.phase = Phase::Done;
+                        return Some(Err(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "watch dropped by injected fault",
+                        )));
+                    }
+                    match self.store.changes_since(self.cursor, BATCH) {
+                        Err(oldest) => {
+                            let e = ApiError::too_old_rv(self.cursor, oldest);
+                            let mut buf = BytesMut::new();
+                            event_line(&mut buf, "ERROR", &e.body());
+                            self.phase = Phase::Done;
+                            return Some(Ok(buf.freeze()));
+                        }
+                        Ok(changes) if !changes.is_empty() => {
+                            let mut buf = BytesMut::new();
+                            for c in &changes {
+                                self.cursor = c.rv;
+                                if let Some((ty, json)) = self.translate(c) {
+                                    if self.push_event(&mut buf, ty, &json) {
+                                        return Some(Ok(buf.freeze()));
+                                    }
+                                }
+                            }
+                            if !buf.is_empty() {
+                                return Some(Ok(buf.freeze()));
+                            }
+                            continue;
+                        }
+                        Ok(_) => {}
+                    }
+                    // Caught up: wait for a change, a bookmark tick, the timeout or a drop.
+                    let now = Instant::now();
+                    if now >= self.deadline {
+                        self.phase = Phase::Done;
+                        return None;
+                    }
+                    if self.req.bookmarks && now >= self.next_bookmark {
+                        self.next_bookmark = now + self.interval;
+                        let mut buf = BytesMut::new();
+                        event_line(
+                            &mut buf,
+                            "BOOKMARK",
+                            &bookmark_object(&self.rt, self.cursor, false),
+                        );
+                        return Some(Ok(buf.freeze()));
+                    }
+                    let wake = if self.req.bookmarks {
+                        self.deadline.min(self.next_bookmark)
+                    } else {
+                        self.deadline
+                    };
+                    tokio::select! {
+                        r = self.rv_rx.changed() => {
+                            if r.is_err() {
+                                self.phase = Phase::Done;
+                                return None;
+                            }
+                        }
+                        _ = self.drop_rx.changed() => {
+                            self.phase = Phase::Done;
+                            return Some(Err(std::io::Error::new(
+                                std::io::ErrorKind::ConnectionReset,
+                                "watch dropped by injected fault",
+                            )));
+                        }
+                        _ = tokio::time::sleep_until(wake) => {}
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! One test per fault type: kube-runtime's watcher (with a reflector and the default backoff)
+//! recovers and ends with exactly the server's state.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apisim::{RunningSim, SimConfig, Store};
+use common::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use kube_runtime::reflector::{self, Store as Reader};
+use kube_runtime::watcher;
+use kube_runtime::WatchStreamExt;
+use serde_json::json;
+
+const PATH: &str = "/api/v1/namespaces/default/configmaps";
+
+struct Harness {
+    sim: RunningSim,
+    store: Arc<Store>,
+    reader: Reader<ConfigMap>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn server_state(store: &Store) -> BTreeMap<String, String> {
+    store
+        .list_all(store.rid("v1", "configmaps"))
+        .iter()
+        .filter(|o| o.namespace == "default")
+        .map(|o| (o.name.clone(), o.rv.to_string()))
+        .collect()
+}
+
+fn client_state(reader: &Reader<ConfigMap>) -> BTreeMap<String, String> {
+    reader
+        .state()
+        .iter()
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap(),
+                c.metadata.resource_version.clone().unwrap(),
+            )
+        })
+        .collect()
+}
+
+async fn harness(objects: usize, config: SimConfig) -> Harness {
+    let sim = start(config).await;
+    let store = sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+    for i in 0..objects {
+        store
+            .create(
+                cms,
+                Some("default"),
+                configmap(&format!("cm-{i:04}"), "default", json!({})),
+            )
+            .unwrap();
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
+    let (reader, writer) = reflector::store();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
+    Harness {
+        sim,
+        store,
+        reader,
+        task,
+    }
+}
+
+impl Harness {
+    async fn ready(&self) {
+        tokio::time::timeout(PATIENCE, self.reader.wait_until_ready())
+            .await
+            .expect("watcher becomes ready")
+            .unwrap();
+    }
+
+    async fn watching(&self, n: usize) {
+        let log = self.sim.request_log().clone();
+        eventually(&format!("{n} watch requests"), || {
+            let log = log.clone();
+            async move { log.for_path(PATH).iter().filter(|r| r.is_watch()).count() >= n }
+        })
+        .await;
+        let f = self.sim.faults().clone();
+        eventually("an open watch", || {
+            let f = f.clone();
+            async move { f.open_watches() > 0 }
+        })
+        .await;
+    }
+
+    /// Creates, updates and deletes a few objects.
+    fn churn(&self, tag: &str) {
+        let cms = self.store.rid("v1", "configmaps");
+        for i in 0..3 {
+            self.store
+                .create(
+                    cms,
+                    Some("default"),
+                    configmap(&format!("{tag}-{i}"), "default", json!({})),
+                )
+                .unwrap();
+        }
+        let victim = self
+            .store
+            .list_all(cms)
+            .into_iter()
+            .find(|o| o.namespace == "default")
+            .unwrap();
+        self.store
+            .delete(cms, "default", &victim.name, None)
+            .unwrap();
+        let other = self
+            .store
+            .list_all(cms)
+            .into_iter()
+            .rfind(|o| o.namespace == "default")
+            .unwrap();
+        self.store
+            .update_with(
+                cms,
+                "default",
+                &other.name,
+                apisim::Subresource::Main,
+                |mut v| {
+                    v["data"]["k"] = json!(tag);
+                    Ok(v)
+                },
+            )
+            .unwrap();
+    }
+
+    async fn converged(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let (s, c) = (server_state(&self.store), client_state(&self.reader));
+            if s == c {
+                return;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let missing: Vec<_> = s.keys().filter(|k| !c.contains_key(*k)).collect();
+                let phantom: Vec<_> = c.keys().filter(|k| !s.contains_key(*k)).collect();
+                panic!("reflector did not converge: missing {missing:?}, phantoms {phantom:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn list_requests(&self) -> usize {
+        self.sim
+            .request_log()
+            .for_path(PATH)
+            .iter()
+            .filter(|r| !r.is_watch())
+            .count()
+    }
+
+    async fn finish(self) {
+        self.task.abort();
+        self.sim.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn recovers_from_dropped_watches() {
+    let h = harness(20, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    h.sim.faults().drop_watches();
+    h.churn("drop");
+    h.converged().await;
+    h.watching(2).await;
+    assert_eq!(
+        h.list_requests(),
+        1,
+        "a dropped watch resumes without relisting"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn recovers_from_compaction_with_relist() {
+    let h = harness(20, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    // Keep the watcher away (one failed re-watch), change things, then compact past its RV.
+    h.sim.faults().fail_next_500(1);
+    h.sim.faults().drop_watches();
+    h.churn("gone");
+    h.sim.faults().compact();
+    h.converged().await;
+    assert!(h.list_requests() >= 2, "410 must lead to a relist");
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn recovers_from_500s() {
+    let h = harness(20, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    h.sim.faults().fail_next_500(2);
+    h.sim.faults().drop_watches();
+    h.churn("five-hundred");
+    h.converged().await;
+    assert_eq!(h.sim.faults().failed_requests(), 2);
+    assert_eq!(h.list_requests(), 1, "5xx must not cause a relist");
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn recovers_from_429_with_retry_after() {
+    let h = harness(20, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    h.sim.faults().fail_next_429(2, 1);
+    h.sim.faults().drop_watches();
+    h.churn("throttled");
+    h.converged().await;
+    assert_eq!(h.sim.faults().failed_requests(), 2);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn recovers_from_a_watch_cut_mid_line() {
+    let h = harness(20, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    h.sim.faults().cut_next_watch_event();
+    h.churn("cut");
+    h.converged().await;
+    h.watching(2).await;
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn recovers_from_slow_responses() {
+    let h = harness(20, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    h.sim.faults().set_delay(Some(Duration::from_millis(300)));
+    h.sim.faults().drop_watches();
+    h.churn("slow");
+    h.converged().await;
+    h.sim.faults().set_delay(None);
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn recovers_from_expired_continue_token() {
+    let sim_cfg = SimConfig::default();
+    let sim = start(sim_cfg).await;
+    sim.faults().expire_next_continue(1);
+    let store = sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+    for i in 0..1100 {
+        store
+            .create(
+                cms,
+                Some("default"),
+                configmap(&format!("cm-{i:04}"), "default", json!({})),
+            )
+            .unwrap();
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
+    let (reader, writer) = reflector::store();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
+    let h = Harness {
+        sim,
+        store,
+        reader,
+        task,
+    };
+    h.ready().await;
+    h.converged().await;
+    // page 1, page 2 (410), then a fresh list of 3 pages.
+    let lists: Vec<_> = h
+        .sim
+        .request_log()
+        .for_path(PATH)
+        .into_iter()
+        .filter(|r| !r.is_watch())
+        .collect();
+    assert_eq!(lists.len(), 5, "{lists:?}");
+    assert!(
+        lists[2].param("continue").is_none(),
+        "the list restarts from the beginning"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn admin_endpoints_arm_faults() {
+    let sim = start(SimConfig::default()).await;
+    let http = reqwest_like(&sim);
+    let r = http("POST", "/_sim/faults/fail?count=1&code=429&retryAfter=7").await;
+    assert_eq!(r.0, 200);
+    let r = http("GET", "/api/v1/namespaces").await;
+    assert_eq!(r.0, 429);
+    assert_eq!(r.1.get("retry-after").map(String::as_str), Some("7"));
+    assert!(r.2.contains("\"code\":429"));
+    let r = http("GET", "/api/v1/namespaces").await;
+    assert_eq!(r.0, 200);
+    let r = http("POST", "/_sim/faults/fail?count=x").await;
+    assert_eq!(r.0, 400);
+    assert!(r.2.contains("count"));
+    let r = http("GET", "/_sim/requests").await;
+    let reqs: serde_json::Value = serde_json::from_str(&r.2).unwrap();
+    assert_eq!(
+        reqs.as_array().unwrap().len(),
+        2,
+        "admin requests are not recorded"
+    );
+    sim.shutdown().await;
+}
+
+type HttpResult = (u16, BTreeMap<String, String>, String);
+
+/// A tiny HTTP/1.1 client over a TCP socket (enough for the admin endpoints).
+fn reqwest_like(
+    sim: &RunningSim,
+) -> impl Fn(
+    &'static str,
+    &'static str,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = HttpResult>>> {
+    let addr = sim.addr();
+    move |method, path| {
+        Box::pin(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            s.write_all(req.as_bytes()).await.unwrap();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).await.unwrap();
+            let text = String::from_utf8_lossy(&buf).to_string();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            let mut lines = head.lines();
+            let code = lines
+                .next()
+                .unwrap()
+                .split(' ')
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap();
+            let headers = lines
+                .filter_map(|l| l.split_once(": "))
+                .map(|(k, v)| (k.to_lowercase(), v.to_string()))
+                .collect();
+            (code, headers, body.to_string())
+        })
+    }
+}
+
+async fn admin(client: &kube::Client, path: &str) -> serde_json::Value {
+    let text = client
+        .request_text(http::Request::post(path).body(Vec::new()).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn admin_endpoints_drive_every_watch_and_list_fault() {
+    use futures::TryStreamExt;
+    use kube::api::{ListParams, WatchParams};
+    let sim = start(SimConfig::default()).await;
+    let c = client(&sim);
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let store = sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+
+    // drop-watches: the open stream ends with an error.
+    let mut s = api
+        .watch(&WatchParams::default(), &store.current_rv().to_string())
+        .await
+        .unwrap()
+        .boxed();
+    let f = sim.faults().clone();
+    eventually("watch open", || {
+        let f = f.clone();
+        async move { f.open_watches() == 1 }
+    })
+    .await;
+    assert_eq!(admin(&c, "/_sim/faults/drop-watches").await["dropped"], 1);
+    let ended = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match s.try_next().await {
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok());
+
+    // cut-watch: the next event arrives cut and the stream fails.
+    let mut s = api
+        .watch(&WatchParams::default(), &store.current_rv().to_string())
+        .await
+        .unwrap()
+        .boxed();
+    admin(&c, "/_sim/faults/cut-watch").await;
+    store
+        .create(cms, Some("default"), configmap("cut", "default", json!({})))
+        .unwrap();
+    let first = tokio::time::timeout(PATIENCE, s.try_next()).await.unwrap();
+    assert!(
+        !matches!(first, Ok(Some(kube::api::WatchEvent::Added(_)))),
+        "a cut event must not decode: {first:?}"
+    );
+
+    // compact: stats report the compaction point at the current RV.
+    admin(&c, "/_sim/faults/compact").await;
+    assert_eq!(store.compacted_rv(), store.current_rv());
+
+    // expire-continue: an issued token gets 410.
+    for i in 0..3 {
+        store
+            .create(
+                cms,
+                Some("default"),
+                configmap(&format!("p{i}"), "default", json!({})),
+            )
+            .unwrap();
+    }
+    let page = api.list(&ListParams::default().limit(1)).await.unwrap();
+    admin(&c, "/_sim/faults/expire-continue").await;
+    let tok = page.metadata.continue_.unwrap();
+    match api
+        .list(&ListParams::default().limit(1).continue_token(&tok))
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => assert_eq!(s.code, 410),
+        other => panic!("expected 410, got {other:?}"),
+    }
+
+    // delay: responses take at least the delay; reset removes it.
+    assert_eq!(admin(&c, "/_sim/faults/delay?ms=300").await["delayMs"], 300);
+    let t = std::time::Instant::now();
+    api.list(&ListParams::default()).await.unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    admin(&c, "/_sim/faults/reset").await;
+    assert_eq!(sim.faults().delay(), None);
+    sim.shutdown().await;
+}

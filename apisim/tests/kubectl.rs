@@ -1,0 +1,626 @@
+//! The real kubectl against the simulator, through a generated kubeconfig. Every test asserts the
+//! resulting server state, not only kubectl's exit code.
+//!
+//! kubectl must be installed (`apt-get update && apt-get install -y kubectl`); without it these
+//! tests fail loudly.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use apisim::workload::{Workload, WorkloadConfig};
+use apisim::{RunningSim, SimConfig};
+use common::*;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn kubectl_path() -> PathBuf {
+    for p in ["/usr/bin/kubectl", "/usr/local/bin/kubectl"] {
+        if Path::new(p).exists() {
+            return PathBuf::from(p);
+        }
+    }
+    panic!(
+        "\n\n*** kubectl is NOT installed: these tests need the real kubectl. ***\n\
+         *** Install it with: apt-get update && apt-get install -y kubectl ***\n\n"
+    );
+}
+
+struct Kubectl {
+    sim: RunningSim,
+    dir: tempfile::TempDir,
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    async fn new() -> Self {
+        kubectl_path();
+        let sim = start(SimConfig::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        sim.write_kubeconfig(dir.path().join("kubeconfig")).unwrap();
+        Kubectl { sim, dir }
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(kubectl_path());
+        c.args(args)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("cache"))
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("HOME", self.dir.path())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let o = tokio::time::timeout(PATIENCE, self.command(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+            .expect("kubectl runs");
+        Out {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args).await;
+        assert!(
+            o.ok,
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            o.stdout, o.stderr
+        );
+        o.stdout
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+
+    fn get(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        let s = self.sim.store();
+        s.get(s.rid("v1", plural), ns, name).ok().map(|o| o.value())
+    }
+
+    fn requests(&self, method: &str, path: &str) -> Vec<apisim::RequestRecord> {
+        self.sim
+            .request_log()
+            .entries()
+            .into_iter()
+            .filter(|r| r.method == method && r.path == path)
+            .collect()
+    }
+}
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+    tier: front
+spec:
+  containers:
+  - name: main
+    image: nginx:1
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_pods_all_namespaces() {
+    let k = Kubectl::new().await;
+    Workload::seed(k.sim.store().clone(), WorkloadConfig::new(30, 3, 9)).unwrap();
+    let out = k.ok(&["get", "pods", "-A", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let mut got: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["metadata"]["namespace"].as_str().unwrap(),
+                p["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    got.sort();
+    let store = k.sim.store();
+    let expected: Vec<String> = store
+        .list_all(store.rid("v1", "pods"))
+        .iter()
+        .map(|o| o.key())
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(got.len(), 30);
+    let table = k.ok(&["get", "pods", "-A"]).await;
+    assert!(table.starts_with("NAMESPACE"), "{table}");
+    assert_eq!(table.lines().count(), 31);
+    let lists = k.requests("GET", "/api/v1/pods");
+    assert!(
+        lists
+            .iter()
+            .any(|r| r.param("limit").as_deref() == Some("500")),
+        "{lists:?}"
+    );
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_sees_another_clients_event() {
+    let k = Kubectl::new().await;
+    let store = k.sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+    store
+        .create(
+            cms,
+            Some("default"),
+            configmap("early", "default", json!({})),
+        )
+        .unwrap();
+    let mut child = k
+        .command(&["get", "configmaps", "-w", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let log = k.sim.request_log().clone();
+    eventually("kubectl's watch request", || {
+        let log = log.clone();
+        async move {
+            log.entries()
+                .iter()
+                .any(|r| r.path == "/api/v1/namespaces/default/configmaps" && r.is_watch())
+        }
+    })
+    .await;
+    store
+        .create(
+            cms,
+            Some("default"),
+            configmap("late", "default", json!({})),
+        )
+        .unwrap();
+    let mut seen = Vec::new();
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            seen.push(l.clone());
+            if l == "configmap/late" {
+                break;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("kubectl get -w did not print the new object; saw {seen:?}"));
+    assert_eq!(seen.first().map(String::as_str), Some("configmap/early"));
+    let watch = k
+        .requests("GET", "/api/v1/namespaces/default/configmaps")
+        .into_iter()
+        .find(|r| r.is_watch())
+        .unwrap();
+    assert!(watch.param("resourceVersion").is_some());
+    child.kill().await.unwrap();
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_from_file() {
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    let out = k.ok(&["create", "-f", &f]).await;
+    assert_eq!(out.trim(), "pod/web created");
+    let pod = k.get("pods", "default", "web").expect("pod stored");
+    assert_eq!(pod["metadata"]["labels"]["tier"], "front");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:1");
+    let posts = k.requests("POST", "/api/v1/namespaces/default/pods");
+    assert_eq!(posts.len(), 1);
+    assert_eq!(
+        posts[0].param("fieldManager").as_deref(),
+        Some("kubectl-create")
+    );
+    // A second create is AlreadyExists.
+    let o = k.run(&["create", "-f", &f]).await;
+    assert!(!o.ok && o.stderr.contains("AlreadyExists"), "{}", o.stderr);
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_client_side_creates_updates_and_prunes_fields() {
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    assert_eq!(k.ok(&["apply", "-f", &f]).await.trim(), "pod/web created");
+    let pod = k.get("pods", "default", "web").unwrap();
+    assert!(
+        pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+    // Change the image and drop a label: the three-way strategic merge must remove it.
+    let f = k.file(
+        "pod.yaml",
+        &POD.replace("nginx:1", "nginx:2")
+            .replace("    tier: front\n", ""),
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &f]).await.trim(),
+        "pod/web configured"
+    );
+    let pod = k.get("pods", "default", "web").unwrap();
+    assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:2");
+    assert_eq!(pod["metadata"]["labels"], json!({"app": "web"}));
+    let patches = k.requests("PATCH", "/api/v1/namespaces/default/pods/web");
+    assert_eq!(patches.len(), 1);
+    assert_eq!(
+        patches[0].content_type,
+        "application/strategic-merge-patch+json"
+    );
+    // Unchanged apply is a no-op on the server.
+    let rv = pod["metadata"]["resourceVersion"].clone();
+    assert_eq!(k.ok(&["apply", "-f", &f]).await.trim(), "pod/web unchanged");
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["metadata"]["resourceVersion"],
+        rv
+    );
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_server_side() {
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "-f", &f]).await.trim(),
+        "pod/web serverside-applied"
+    );
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
+        "nginx:1"
+    );
+    let f = k.file("pod.yaml", &POD.replace("nginx:1", "nginx:3"));
+    assert_eq!(
+        k.ok(&["apply", "--server-side", "-f", &f]).await.trim(),
+        "pod/web serverside-applied"
+    );
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
+        "nginx:3"
+    );
+    let patches = k.requests("PATCH", "/api/v1/namespaces/default/pods/web");
+    assert_eq!(patches.len(), 2);
+    assert!(patches
+        .iter()
+        .all(|p| p.content_type == "application/apply-patch+yaml"));
+    assert_eq!(patches[0].param("fieldManager").as_deref(), Some("kubectl"));
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_and_label() {
+    let k = Kubectl::new().await;
+    let store = k.sim.store();
+    store
+        .create(
+            store.rid("v1", "configmaps"),
+            Some("default"),
+            configmap("cfg", "default", json!({"a": "1"})),
+        )
+        .unwrap();
+    k.ok(&[
+        "patch",
+        "configmap",
+        "cfg",
+        "-p",
+        r#"{"data":{"s":"strategic"}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "configmap",
+        "cfg",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"m":"merge","k":null}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "configmap",
+        "cfg",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/data/j","value":"json"}]"#,
+    ])
+    .await;
+    k.ok(&["label", "configmap", "cfg", "team=blue"]).await;
+    k.ok(&["label", "configmap", "cfg", "a-"]).await;
+    let cm = k.get("configmaps", "default", "cfg").unwrap();
+    assert_eq!(
+        cm["data"],
+        json!({"s": "strategic", "m": "merge", "j": "json"})
+    );
+    assert_eq!(cm["metadata"]["labels"], json!({"team": "blue"}));
+    let types: Vec<String> = k
+        .requests("PATCH", "/api/v1/namespaces/default/configmaps/cfg")
+        .into_iter()
+        .map(|r| r.content_type)
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            "application/strategic-merge-patch+json",
+            "application/merge-patch+json",
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/merge-patch+json"
+        ]
+    );
+    // A failing JSON patch leaves the object alone and reports the reason.
+    let o = k
+        .run(&[
+            "patch",
+            "configmap",
+            "cfg",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/data/nope"}]"#,
+        ])
+        .await;
+    assert!(!o.ok);
+    assert_eq!(
+        k.get("configmaps", "default", "cfg").unwrap()["data"],
+        cm["data"]
+    );
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_including_conflict() {
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    k.ok(&["create", "-f", &f]).await;
+    let current = k.ok(&["get", "pod", "web", "-o", "json"]).await;
+    let mut v: Value = serde_json::from_str(&current).unwrap();
+    v["spec"]["containers"][0]["image"] = json!("nginx:replaced");
+    let f = k.file("replace.json", &v.to_string());
+    assert_eq!(
+        k.ok(&["replace", "-f", &f]).await.trim(),
+        "pod/web replaced"
+    );
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
+        "nginx:replaced"
+    );
+    // The file still carries the old resourceVersion: 409.
+    v["spec"]["containers"][0]["image"] = json!("nginx:stale");
+    let f = k.file("stale.json", &v.to_string());
+    let o = k.run(&["replace", "-f", &f]).await;
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("Conflict") && o.stderr.contains("the object has been modified"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
+        "nginx:replaced"
+    );
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_wait_including_finalizers() {
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    k.ok(&["create", "-f", &f]).await;
+    assert_eq!(
+        k.ok(&["delete", "pod", "web", "--wait"]).await.trim(),
+        "pod \"web\" deleted"
+    );
+    assert!(k.get("pods", "default", "web").is_none());
+
+    // With a finalizer, delete --wait blocks until the finalizer is removed by someone else.
+    let store = k.sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+    let mut cm = configmap("held", "default", json!({}));
+    cm["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    store.create(cms, Some("default"), cm).unwrap();
+    let mut child = k
+        .command(&["delete", "configmap", "held", "--wait", "--timeout=120s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let s2 = store.clone();
+    eventually("deletionTimestamp set", || {
+        let s2 = s2.clone();
+        async move {
+            s2.get(cms, "default", "held")
+                .map(|o| o.value()["metadata"]["deletionTimestamp"].is_string())
+                .unwrap_or(false)
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "delete --wait must block while a finalizer holds the object"
+    );
+    store
+        .update_with(
+            cms,
+            "default",
+            "held",
+            apisim::Subresource::Main,
+            |mut v| {
+                v["metadata"]["finalizers"] = json!([]);
+                Ok(v)
+            },
+        )
+        .unwrap();
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(store.get(cms, "default", "held").is_err());
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_definition_serves_a_new_kind() {
+    let k = Kubectl::new().await;
+    let crd = k.file(
+        "crd.yaml",
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+",
+    );
+    k.ok(&["apply", "-f", &crd]).await;
+    let w = k.file(
+        "w.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n",
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &w]).await.trim(),
+        "widget.example.com/w1 created"
+    );
+    let out = k.ok(&["get", "wd", "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["items"][0]["spec"]["size"], 3);
+    let store = k.sim.store();
+    let rid = store
+        .registry()
+        .find("example.com", "v1", "widgets")
+        .unwrap();
+    assert_eq!(
+        store.get(rid, "default", "w1").unwrap().value()["spec"]["size"],
+        3
+    );
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_a_deployment() {
+    let k = Kubectl::new().await;
+    let d = k.file(
+        "d.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: c
+        image: nginx
+",
+    );
+    k.ok(&["apply", "-f", &d]).await;
+    assert_eq!(
+        k.ok(&["scale", "deployment", "web", "--replicas=5"])
+            .await
+            .trim(),
+        "deployment.apps/web scaled"
+    );
+    let store = k.sim.store();
+    let dep = store
+        .get(store.rid("apps/v1", "deployments"), "default", "web")
+        .unwrap()
+        .value();
+    assert_eq!(dep["spec"]["replicas"], 5);
+    assert_eq!(dep["metadata"]["generation"], 2);
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imperative_create_of_namespace_configmap_and_secret() {
+    // kubectl sends these bodies as protobuf.
+    let k = Kubectl::new().await;
+    k.ok(&["create", "namespace", "team"]).await;
+    k.ok(&[
+        "create",
+        "configmap",
+        "c1",
+        "-n",
+        "team",
+        "--from-literal=a=b",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "-n",
+        "team",
+        "--from-literal=pw=hunter2",
+    ])
+    .await;
+    let store = k.sim.store();
+    let ns = store
+        .get(store.rid("v1", "namespaces"), "", "team")
+        .unwrap()
+        .value();
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
+    assert!(ns["metadata"].get("generateName").is_none());
+    let cm = store
+        .get(store.rid("v1", "configmaps"), "team", "c1")
+        .unwrap()
+        .value();
+    assert_eq!(cm["data"], json!({"a": "b"}));
+    let s = store
+        .get(store.rid("v1", "secrets"), "team", "s1")
+        .unwrap()
+        .value();
+    assert_eq!(s["data"], json!({"pw": "aHVudGVyMg=="}));
+    assert_eq!(s["type"], "Opaque");
+    let posts: Vec<_> = k
+        .sim
+        .request_log()
+        .entries()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert!(
+        posts
+            .iter()
+            .all(|r| r.content_type == "application/vnd.kubernetes.protobuf"),
+        "{posts:?}"
+    );
+    k.sim.shutdown().await;
+}

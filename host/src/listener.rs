@@ -1,0 +1,695 @@
+//! A listener: one consumer's bounded queue between the dispatcher and its
+//! [`Handler`], with O(keys) overflow bookkeeping.
+//!
+//! Job: accept notifications from the dispatcher without ever blocking it, feed
+//! them one at a time to the handler from the listener's own task, and, when the
+//! handler falls behind, stop storing notifications and remember only which keys
+//! changed, so that it later receives the final state of each such key.
+//!
+//! Invariants:
+//! - I1: [`ListenerShared::push`] is O(1) (one map or queue operation under the
+//!   listener's own mutex) and never awaits anything.
+//! - I3: while the queue has room and no key is pending, notifications are queued
+//!   in dispatch order; per-key order always holds (a pending key is resolved only
+//!   after every notification queued before it was taken).
+//! - I4: at most `capacity` full notifications are queued; on overflow the only
+//!   growth is one [`DirtyEntry`] per distinct key.
+//! - I5: a pending key is resolved against the Indexer while the dispatcher is
+//!   excluded, to the current object (`Added` if the handler never knew the key,
+//!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
+//!   `final_state_unknown`.
+//! - I6: a replay (on subscribe or after [`Delivery::Restarted`]) is a snapshot
+//!   taken while the dispatcher is excluded; it supersedes everything queued or
+//!   pending, and every later notification follows it.
+
+use std::collections::hash_map::Entry as MapEntry;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::Notify;
+use wasm_informer_selector::LabelSelector;
+
+use crate::handler::{Delivery, Handler};
+use crate::indexer::Indexer;
+use crate::notification::{EventKind, Notification, NotificationRef};
+use crate::object::{Object, ObjectMeta, ObjectRef};
+
+/// How one listener is set up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenerConfig {
+    /// Name used in logs and stats (the plugin name).
+    pub name: String,
+    /// Most full notifications held in the queue (at least 1).
+    pub capacity: usize,
+    /// Resync period for this listener only (`None`: never).
+    pub resync: Option<Duration>,
+    /// Only objects in this namespace.
+    pub namespace: Option<String>,
+    /// Only objects whose labels match this selector (full Kubernetes syntax).
+    pub label_selector: Option<String>,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            capacity: 1024,
+            resync: None,
+            namespace: None,
+            label_selector: None,
+        }
+    }
+}
+
+/// Why a listener configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenerConfigError {
+    /// `capacity` is 0.
+    #[error("listener {0:?}: queue capacity must be at least 1")]
+    ZeroCapacity(String),
+    /// The label selector does not parse.
+    #[error("listener {name:?}: invalid label_selector: {reason}")]
+    Selector {
+        /// Listener name.
+        name: String,
+        /// Parser message.
+        reason: String,
+    },
+    /// `resync` is zero.
+    #[error("listener {0:?}: resync period must be positive")]
+    ZeroResync(String),
+}
+
+/// Live counters of one listener; plain atomics, readable at any time.
+#[derive(Debug, Default)]
+pub struct ListenerStats {
+    /// Handled notifications of kind added.
+    pub added: AtomicU64,
+    /// Handled notifications of kind updated.
+    pub updated: AtomicU64,
+    /// Handled notifications of kind deleted.
+    pub deleted: AtomicU64,
+    /// Handled notifications of kind synced.
+    pub synced: AtomicU64,
+    /// Of those, replayed adds (`in_initial_list` from a snapshot).
+    pub replayed: AtomicU64,
+    /// Notifications that did not fit in the queue.
+    pub overflowed: AtomicU64,
+    /// Overflowed notifications merged into a key already pending.
+    pub coalesced: AtomicU64,
+    /// Current queue depth (full notifications held).
+    pub queue_depth: AtomicU64,
+    /// Largest queue depth seen.
+    pub max_depth: AtomicU64,
+    /// Keys currently pending after overflow (the O(keys) bookkeeping).
+    pub pending_keys: AtomicU64,
+    /// Largest number of pending keys seen.
+    pub max_pending_keys: AtomicU64,
+    /// Handler error results.
+    pub handler_errors: AtomicU64,
+    /// `Delivery::Restarted` results (each followed by a replay).
+    pub restarts: AtomicU64,
+    /// Time from a notification entering the listener (queued, resolved or
+    /// snapshotted) to its handler returning.
+    pub latency: LatencyHistogram,
+}
+
+/// Number of buckets: four per power of two, up to about 2^32 µs (71 min).
+const LATENCY_BUCKETS: usize = 128;
+
+/// A lock-free latency histogram in microseconds with four buckets per power
+/// of two (quantiles are accurate to about 19%).
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS],
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl LatencyHistogram {
+    fn bucket(us: u64) -> usize {
+        (((us as f64) + 1.0).log2() * 4.0) as usize
+    }
+
+    /// Records one sample.
+    pub fn record(&self, d: Duration) {
+        let i = Self::bucket(d.as_micros().min(u64::MAX as u128) as u64).min(LATENCY_BUCKETS - 1);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The `q` quantile (0..=1) in microseconds: the upper bound of the bucket
+    /// holding it; 0 without samples.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return (2f64.powf((i + 1) as f64 / 4.0) - 1.0).ceil() as u64;
+            }
+        }
+        u64::MAX
+    }
+}
+
+/// A copy of [`ListenerStats`] at one moment.
+/// Field names follow the report JSON where they overlap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ListenerStatsSnapshot {
+    pub added: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    pub synced: u64,
+    pub replayed: u64,
+    pub overflowed: u64,
+    pub coalesced: u64,
+    pub queue_depth: u64,
+    pub max_depth: u64,
+    pub pending_keys: u64,
+    pub max_pending_keys: u64,
+    pub handler_errors: u64,
+    pub restarts: u64,
+    pub latency_p50_us: u64,
+    pub latency_p99_us: u64,
+}
+
+impl ListenerStats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> ListenerStatsSnapshot {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ListenerStatsSnapshot {
+            added: r(&self.added),
+            updated: r(&self.updated),
+            deleted: r(&self.deleted),
+            synced: r(&self.synced),
+            replayed: r(&self.replayed),
+            overflowed: r(&self.overflowed),
+            coalesced: r(&self.coalesced),
+            queue_depth: r(&self.queue_depth),
+            max_depth: r(&self.max_depth),
+            pending_keys: r(&self.pending_keys),
+            max_pending_keys: r(&self.max_pending_keys),
+            handler_errors: r(&self.handler_errors),
+            restarts: r(&self.restarts),
+            latency_p50_us: self.latency.quantile_us(0.5),
+            latency_p99_us: self.latency.quantile_us(0.99),
+        }
+    }
+
+    fn delivered(&self, kind: EventKind) {
+        let c = match kind {
+            EventKind::Added => &self.added,
+            EventKind::Updated => &self.updated,
+            EventKind::Deleted => &self.deleted,
+            EventKind::Synced => &self.synced,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the listener remembers about a key whose notifications overflowed.
+#[derive(Debug)]
+pub(crate) struct DirtyEntry {
+    /// The handler knew the key (had been told it exists) before the first
+    /// overflowed notification.
+    known: bool,
+    /// The object of the last overflowed delete, if any.
+    tomb: Option<ObjectRef>,
+    /// The first overflowed notification was part of the initial list, so the
+    /// resolved add keeps `in_initial_list`.
+    initial: bool,
+}
+
+/// The dispatcher's exclusion: held while the Indexer is updated and a
+/// notification distributed, and by a listener while it takes a snapshot or
+/// resolves pending keys, so both see the cache exactly between two dispatches.
+pub(crate) struct DispatchGate {
+    pub(crate) lock: Mutex<()>,
+    pub(crate) indexer: Arc<Indexer>,
+    /// The informer's first list has been popped and processed.
+    pub(crate) synced: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    replay: VecDeque<ObjectRef>,
+    queue: VecDeque<(NotificationRef, Instant)>,
+    /// When the pending replay was snapshotted.
+    replay_since: Option<Instant>,
+    dirty: HashMap<Arc<str>, DirtyEntry>,
+    closed: bool,
+    /// Items made available (replay + queued), and items handled.
+    accepted: u64,
+    consumed: u64,
+    /// Set once the informer has synced: HasSynced needs `consumed >= target`
+    /// and, if keys were pending at that moment, one full drain of them.
+    sync_target: Option<u64>,
+    sync_needs_drain: bool,
+}
+
+/// The part of a listener shared between the dispatcher and its task.
+pub(crate) struct ListenerShared {
+    pub(crate) id: u64,
+    pub(crate) config: ListenerConfig,
+    resource: Arc<str>,
+    selector: Option<LabelSelector>,
+    state: Mutex<State>,
+    notify: Notify,
+    pub(crate) stats: Arc<ListenerStats>,
+    gate: Arc<DispatchGate>,
+    synced: AtomicBool,
+    /// Set by the processor when this listener is due a resync.
+    pub(crate) resync_due: AtomicBool,
+    pub(crate) next_resync: Mutex<Option<tokio::time::Instant>>,
+}
+
+impl ListenerConfig {
+    /// Checks the configuration and parses the selector.
+    pub(crate) fn validate(&self) -> Result<Option<LabelSelector>, ListenerConfigError> {
+        if self.capacity == 0 {
+            return Err(ListenerConfigError::ZeroCapacity(self.name.clone()));
+        }
+        if self.resync.is_some_and(|d| d.is_zero()) {
+            return Err(ListenerConfigError::ZeroResync(self.name.clone()));
+        }
+        match self
+            .label_selector
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            None => Ok(None),
+            Some(text) => {
+                LabelSelector::parse(text)
+                    .map(Some)
+                    .map_err(|e| ListenerConfigError::Selector {
+                        name: self.name.clone(),
+                        reason: e.to_string(),
+                    })
+            }
+        }
+    }
+}
+
+impl ListenerShared {
+    pub(crate) fn new(
+        id: u64,
+        resource: Arc<str>,
+        config: ListenerConfig,
+        gate: Arc<DispatchGate>,
+    ) -> Result<Self, ListenerConfigError> {
+        let selector = config.validate()?;
+        Ok(Self {
+            id,
+            resource,
+            selector,
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+            stats: Arc::new(ListenerStats::default()),
+            gate,
+            synced: AtomicBool::new(false),
+            resync_due: AtomicBool::new(false),
+            next_resync: Mutex::new(None),
+            config,
+        })
+    }
+
+    fn wants(&self, o: &Object) -> bool {
+        if let Some(ns) = &self.config.namespace {
+            if o.meta.namespace.as_deref() != Some(ns.as_str()) {
+                return false;
+            }
+        }
+        self.selector
+            .as_ref()
+            .is_none_or(|s| s.matches(&o.meta.labels))
+    }
+
+    /// Maps a notification onto this listener's filtered view: an update that
+    /// leaves the view becomes a delete, one that enters it an add.
+    fn filter(&self, n: &NotificationRef) -> Option<NotificationRef> {
+        if self.config.namespace.is_none() && self.selector.is_none() {
+            return Some(n.clone());
+        }
+        let new_in = self.wants(&n.object);
+        match n.kind {
+            EventKind::Added | EventKind::Deleted | EventKind::Synced => new_in.then(|| n.clone()),
+            EventKind::Updated => {
+                let old_in = n.old.as_ref().map(|o| self.wants(o)).unwrap_or(new_in);
+                match (old_in, new_in) {
+                    (true, true) => Some(n.clone()),
+                    (false, false) => None,
+                    (false, true) => Some(Arc::new(Notification {
+                        kind: EventKind::Added,
+                        old: None,
+                        ..(**n).clone()
+                    })),
+                    (true, false) => Some(Arc::new(Notification {
+                        kind: EventKind::Deleted,
+                        old: None,
+                        ..(**n).clone()
+                    })),
+                }
+            }
+        }
+    }
+
+    fn set_depth(&self, st: &State) {
+        let d = st.queue.len() as u64;
+        self.stats.queue_depth.store(d, Ordering::Relaxed);
+        self.stats.max_depth.fetch_max(d, Ordering::Relaxed);
+        let p = st.dirty.len() as u64;
+        self.stats.pending_keys.store(p, Ordering::Relaxed);
+        self.stats.max_pending_keys.fetch_max(p, Ordering::Relaxed);
+    }
+
+    /// Hands a notification to this listener. Called by the dispatcher with the
+    /// gate held. Never blocks on the consumer (I1).
+    pub(crate) fn push(&self, n: &NotificationRef, is_sync: bool) {
+        if is_sync && !self.resync_due.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(n) = self.filter(n) else { return };
+        let mut st = self.state.lock();
+        if st.closed {
+            return;
+        }
+        if st.dirty.is_empty() && st.queue.len() < self.config.capacity {
+            st.queue.push_back((n, Instant::now()));
+            st.accepted += 1;
+        } else {
+            self.stats.overflowed.fetch_add(1, Ordering::Relaxed);
+            let deleted = n.kind == EventKind::Deleted;
+            match st.dirty.entry(n.key.clone()) {
+                MapEntry::Occupied(mut e) => {
+                    self.stats.coalesced.fetch_add(1, Ordering::Relaxed);
+                    if deleted {
+                        if e.get().known {
+                            e.get_mut().tomb = Some(n.object.clone());
+                        } else {
+                            // Added and deleted while pending: the handler never
+                            // needs to hear of it.
+                            e.remove();
+                        }
+                    }
+                }
+                MapEntry::Vacant(v) => {
+                    v.insert(DirtyEntry {
+                        known: n.kind != EventKind::Added,
+                        tomb: deleted.then(|| n.object.clone()),
+                        initial: n.kind == EventKind::Added && n.in_initial_list,
+                    });
+                }
+            }
+        }
+        self.set_depth(&st);
+        drop(st);
+        self.notify.notify_one();
+    }
+
+    /// Replaces whatever is queued or pending with a snapshot of the cache (I6).
+    /// The caller holds the gate.
+    pub(crate) fn load_snapshot_locked(&self) {
+        let informer_synced = self.gate.synced.load(Ordering::Acquire);
+        let snap: Vec<ObjectRef> = self
+            .gate
+            .indexer
+            .snapshot()
+            .into_iter()
+            .filter(|o| self.wants(o))
+            .collect();
+        let mut st = self.state.lock();
+        // Queued items are superseded by the snapshot: count them as consumed.
+        st.consumed += st.queue.len() as u64 + st.replay.len() as u64;
+        st.queue.clear();
+        st.dirty.clear();
+        st.accepted += snap.len() as u64;
+        st.replay = snap.into();
+        st.replay_since = Some(Instant::now());
+        if informer_synced && !self.synced.load(Ordering::Relaxed) {
+            st.sync_target = Some(st.accepted);
+            st.sync_needs_drain = false;
+        }
+        self.check_synced(&st);
+        self.set_depth(&st);
+        drop(st);
+        self.notify.notify_one();
+    }
+
+    /// Records that the informer has synced: this listener is synced once it has
+    /// handled everything made available so far. The caller holds the gate.
+    pub(crate) fn mark_informer_synced_locked(&self) {
+        let mut st = self.state.lock();
+        if st.sync_target.is_none() {
+            st.sync_target = Some(st.accepted);
+            st.sync_needs_drain = !st.dirty.is_empty();
+        }
+        self.check_synced(&st);
+    }
+
+    fn check_synced(&self, st: &State) {
+        if let Some(t) = st.sync_target {
+            if st.consumed >= t && !st.sync_needs_drain {
+                self.synced.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether the informer has synced and this listener has handled the initial
+    /// state.
+    pub(crate) fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Stops delivery: [`ListenerShared::next`] returns `None`.
+    pub(crate) fn close(&self) {
+        let mut st = self.state.lock();
+        st.closed = true;
+        st.queue.clear();
+        st.dirty.clear();
+        st.replay.clear();
+        self.set_depth(&st);
+        drop(st);
+        self.notify.notify_one();
+    }
+
+    /// The next notification for the handler, waiting if there is none.
+    /// `None` once closed.
+    pub(crate) async fn next(&self) -> Option<(NotificationRef, Instant)> {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut st = self.state.lock();
+                if st.closed {
+                    return None;
+                }
+                if let Some(obj) = st.replay.pop_front() {
+                    let since = st.replay_since.unwrap_or_else(Instant::now);
+                    let n = Arc::new(Notification {
+                        kind: EventKind::Added,
+                        resource: self.resource.clone(),
+                        key: Arc::from(obj.key()),
+                        object: obj,
+                        old: None,
+                        in_initial_list: true,
+                        final_state_unknown: false,
+                    });
+                    return Some((n, since));
+                }
+                if let Some(item) = st.queue.pop_front() {
+                    self.set_depth(&st);
+                    return Some(item);
+                }
+                if st.dirty.is_empty() {
+                    if st.sync_needs_drain {
+                        st.sync_needs_drain = false;
+                        self.check_synced(&st);
+                    }
+                } else {
+                    drop(st);
+                    self.resolve_pending();
+                    continue;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Turns pending keys into final-state notifications, at most `capacity` at a
+    /// time, with the dispatcher excluded so the cache read is exactly the state
+    /// after the last notification dispatched (I5).
+    fn resolve_pending(&self) {
+        let _gate = self.gate.lock.lock();
+        let mut st = self.state.lock();
+        if st.closed || !st.queue.is_empty() || !st.replay.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        // A key may resolve to two notifications (a delete and a re-create).
+        let budget = (self.config.capacity / 2).max(1);
+        let keys: Vec<Arc<str>> = st.dirty.keys().take(budget).cloned().collect();
+        for key in keys {
+            let Some(entry) = st.dirty.remove(&key) else {
+                continue;
+            };
+            let initial = entry.initial;
+            let current = self.gate.indexer.get(&key).filter(|o| self.wants(o));
+            let mk = |kind, object: ObjectRef, fsu| {
+                Arc::new(Notification {
+                    kind,
+                    resource: self.resource.clone(),
+                    key: key.clone(),
+                    object,
+                    old: None,
+                    in_initial_list: kind == EventKind::Added && initial,
+                    final_state_unknown: fsu,
+                })
+            };
+            match (current, entry.known) {
+                (Some(obj), true) => {
+                    let replaced = entry
+                        .tomb
+                        .as_ref()
+                        .is_some_and(|t| t.meta.uid != obj.meta.uid);
+                    if replaced {
+                        let tomb = entry.tomb.clone().expect("checked");
+                        st.queue
+                            .push_back((mk(EventKind::Deleted, tomb, true), now));
+                        st.queue.push_back((mk(EventKind::Added, obj, false), now));
+                        st.accepted += 2;
+                    } else {
+                        st.queue
+                            .push_back((mk(EventKind::Updated, obj, false), now));
+                        st.accepted += 1;
+                    }
+                }
+                (Some(obj), false) => {
+                    st.queue.push_back((mk(EventKind::Added, obj, false), now));
+                    st.accepted += 1;
+                }
+                (None, true) => {
+                    let tomb = entry.tomb.unwrap_or_else(|| tombstone(&key));
+                    st.queue
+                        .push_back((mk(EventKind::Deleted, tomb, true), now));
+                    st.accepted += 1;
+                }
+                (None, false) => {}
+            }
+        }
+        self.set_depth(&st);
+    }
+
+    /// Records that the handler finished with one notification.
+    fn consumed(&self, n: &Notification, delivery: &Delivery) {
+        match delivery {
+            Delivery::Restarted => {
+                self.stats.restarts.fetch_add(1, Ordering::Relaxed);
+            }
+            Delivery::HandlerError(_) => {
+                self.stats.handler_errors.fetch_add(1, Ordering::Relaxed);
+                self.stats.delivered(n.kind);
+            }
+            Delivery::Ok => self.stats.delivered(n.kind),
+        }
+        if n.in_initial_list
+            && n.kind == EventKind::Added
+            && !matches!(delivery, Delivery::Restarted)
+        {
+            self.stats.replayed.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut st = self.state.lock();
+        st.consumed += 1;
+        self.check_synced(&st);
+    }
+
+    /// Number of pending keys (the overflow bookkeeping), for tests.
+    pub(crate) fn pending_keys(&self) -> usize {
+        self.state.lock().dirty.len()
+    }
+
+    /// Number of full notifications held, for tests.
+    pub(crate) fn queued(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+}
+
+/// A minimal object standing for a deleted key whose last state was not kept.
+fn tombstone(key: &str) -> ObjectRef {
+    let (namespace, name) = match key.split_once('/') {
+        Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
+        None => (None, key.to_string()),
+    };
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), name.clone().into());
+    if let Some(ns) = &namespace {
+        meta.insert("namespace".into(), ns.clone().into());
+    }
+    let json = serde_json::json!({ "metadata": meta }).to_string();
+    Arc::new(Object {
+        meta: ObjectMeta {
+            namespace,
+            name,
+            ..ObjectMeta::default()
+        },
+        json: json.into_boxed_str(),
+    })
+}
+
+/// The listener's task: feeds notifications to the handler one at a time and
+/// replays the cache into it after [`Delivery::Restarted`].
+pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut handler: H) {
+    while let Some((n, since)) = shared.next().await {
+        let delivery = handler.handle(n.clone()).await;
+        shared.stats.latency.record(since.elapsed());
+        shared.consumed(&n, &delivery);
+        if delivery == Delivery::Restarted {
+            let _gate = shared.gate.lock.lock();
+            shared.load_snapshot_locked();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_are_within_a_bucket() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.quantile_us(0.5), 0);
+        for _ in 0..98 {
+            h.record(Duration::from_micros(100));
+        }
+        h.record(Duration::from_millis(10));
+        h.record(Duration::from_millis(10));
+        assert_eq!(h.count(), 100);
+        let p50 = h.quantile_us(0.5);
+        assert!((100..=120).contains(&p50), "{p50}");
+        let p99 = h.quantile_us(0.99);
+        assert!((10_000..=12_000).contains(&p99), "{p99}");
+    }
+}

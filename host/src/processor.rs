@@ -1,0 +1,314 @@
+//! The processor: HandleDeltas plus the set of listeners of one informer.
+//!
+//! Job: apply each popped key's deltas to the Indexer, turn them into
+//! notifications and hand each to every listener; add and remove listeners at
+//! runtime; decide which listeners are due a resync.
+//!
+//! Invariants:
+//! - I2: for every delta the Indexer is updated before any listener is told.
+//! - I1: distribution only calls [`ListenerShared::push`], which never waits for a
+//!   consumer; the dispatcher never awaits anything while holding the gate.
+//! - I6: adding a listener takes its snapshot and registers it under the gate,
+//!   so it sees every change exactly once: in the snapshot or as a live event.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::delta_fifo::{DeltaType, Popped};
+use crate::handler::Handler;
+use crate::indexer::Indexer;
+use crate::listener::{
+    run_listener, DispatchGate, ListenerConfig, ListenerConfigError, ListenerShared, ListenerStats,
+    ListenerStatsSnapshot,
+};
+use crate::notification::{EventKind, Notification};
+
+/// Counters of the dispatcher.
+#[derive(Debug, Default)]
+pub struct ProcessorStats {
+    /// Deltas applied to the Indexer.
+    pub deltas: AtomicU64,
+    /// Notifications built and distributed.
+    pub notifications: AtomicU64,
+}
+
+/// A copy of [`ProcessorStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessorStatsSnapshot {
+    pub deltas: u64,
+    pub notifications: u64,
+    pub listeners: u64,
+}
+
+/// HandleDeltas and the listeners of one informer.
+pub struct Processor {
+    resource: Arc<str>,
+    gate: Arc<DispatchGate>,
+    listeners: RwLock<Vec<Arc<ListenerShared>>>,
+    next_id: AtomicU64,
+    stats: ProcessorStats,
+}
+
+impl std::fmt::Debug for Processor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Processor")
+            .field("resource", &self.resource)
+            .field("listeners", &self.listeners.read().len())
+            .finish()
+    }
+}
+
+impl Processor {
+    /// A processor for `resource` whose cache is `indexer`.
+    pub fn new(resource: impl Into<Arc<str>>, indexer: Arc<Indexer>) -> Arc<Self> {
+        Arc::new(Self {
+            resource: resource.into(),
+            gate: Arc::new(DispatchGate {
+                lock: Mutex::new(()),
+                indexer,
+                synced: AtomicBool::new(false),
+            }),
+            listeners: RwLock::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            stats: ProcessorStats::default(),
+        })
+    }
+
+    /// The resource id.
+    pub fn resource(&self) -> &Arc<str> {
+        &self.resource
+    }
+
+    /// The cache this processor writes.
+    pub fn indexer(&self) -> &Arc<Indexer> {
+        &self.gate.indexer
+    }
+
+    /// HandleDeltas: applies one popped key's deltas to the Indexer, then
+    /// notifies every listener, delta by delta (I2, I1).
+    pub fn handle_deltas(&self, popped: &Popped) {
+        let _g = self.gate.lock.lock();
+        let listeners = self.listeners.read();
+        let ix = &self.gate.indexer;
+        for d in &popped.deltas {
+            self.stats.deltas.fetch_add(1, Ordering::Relaxed);
+            let n = match d.kind {
+                DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
+                    let old = ix.upsert(&popped.key, d.object.clone());
+                    let (kind, initial) = match (&old, d.kind) {
+                        (Some(_), DeltaType::Sync) => (EventKind::Synced, false),
+                        (Some(_), _) => (EventKind::Updated, false),
+                        (None, _) => (EventKind::Added, popped.initial),
+                    };
+                    Notification {
+                        kind,
+                        resource: self.resource.clone(),
+                        key: popped.key.clone(),
+                        object: d.object.clone(),
+                        old,
+                        in_initial_list: initial,
+                        final_state_unknown: false,
+                    }
+                }
+                DeltaType::Deleted => {
+                    // A delete for a key not cached was never announced: drop it.
+                    if ix.remove(&popped.key).is_none() {
+                        continue;
+                    }
+                    Notification {
+                        kind: EventKind::Deleted,
+                        resource: self.resource.clone(),
+                        key: popped.key.clone(),
+                        object: d.object.clone(),
+                        old: None,
+                        in_initial_list: false,
+                        final_state_unknown: d.final_state_unknown,
+                    }
+                }
+            };
+            let n = Arc::new(n);
+            let is_sync = d.kind == DeltaType::Sync && n.kind == EventKind::Synced;
+            self.stats.notifications.fetch_add(1, Ordering::Relaxed);
+            for l in listeners.iter() {
+                l.push(&n, is_sync);
+            }
+        }
+    }
+
+    /// Records that the informer has synced (first list popped and processed).
+    pub fn mark_synced(&self) {
+        let _g = self.gate.lock.lock();
+        self.gate.synced.store(true, Ordering::Release);
+        for l in self.listeners.read().iter() {
+            l.mark_informer_synced_locked();
+        }
+    }
+
+    /// Whether [`Processor::mark_synced`] has been called.
+    pub fn has_synced(&self) -> bool {
+        self.gate.synced.load(Ordering::Acquire)
+    }
+
+    /// Adds a listener whose notifications go to `handler`, on a task of its own.
+    /// It first receives the current cache as `Added` with `in_initial_list`,
+    /// then live events, with no gap and no duplicate (I6).
+    pub fn add_listener<H: Handler>(
+        self: &Arc<Self>,
+        config: ListenerConfig,
+        handler: H,
+    ) -> Result<ListenerHandle, ListenerConfigError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(ListenerShared::new(
+            id,
+            self.resource.clone(),
+            config,
+            self.gate.clone(),
+        )?);
+        if let Some(p) = shared.config.resync {
+            *shared.next_resync.lock() = Some(Instant::now() + p);
+        }
+        {
+            let _g = self.gate.lock.lock();
+            shared.load_snapshot_locked();
+            self.listeners.write().push(shared.clone());
+        }
+        let task = tokio::spawn(run_listener(shared.clone(), handler));
+        Ok(ListenerHandle {
+            shared,
+            processor: Arc::downgrade(self),
+            task: Some(task),
+            on_remove: None,
+        })
+    }
+
+    fn remove(&self, id: u64) {
+        let _g = self.gate.lock.lock();
+        self.listeners.write().retain(|l| l.id != id);
+    }
+
+    /// Number of listeners.
+    pub fn listener_count(&self) -> usize {
+        self.listeners.read().len()
+    }
+
+    /// Marks which listeners are due a resync at `now` (only those receive the
+    /// Sync notifications that follow). Returns whether any is due.
+    pub fn should_resync(&self, now: Instant) -> bool {
+        let mut any = false;
+        for l in self.listeners.read().iter() {
+            let Some(period) = l.config.resync else {
+                l.resync_due.store(false, Ordering::Relaxed);
+                continue;
+            };
+            let mut next = l.next_resync.lock();
+            let due = match *next {
+                Some(t) => now >= t,
+                None => false,
+            };
+            if due || next.is_none() {
+                *next = Some(now + period);
+            }
+            l.resync_due.store(due, Ordering::Relaxed);
+            any |= due;
+        }
+        any
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ProcessorStatsSnapshot {
+        ProcessorStatsSnapshot {
+            deltas: self.stats.deltas.load(Ordering::Relaxed),
+            notifications: self.stats.notifications.load(Ordering::Relaxed),
+            listeners: self.listeners.read().len() as u64,
+        }
+    }
+
+    /// Stats of every listener, by listener name.
+    pub fn listener_stats(&self) -> Vec<(String, ListenerStatsSnapshot)> {
+        self.listeners
+            .read()
+            .iter()
+            .map(|l| (l.config.name.clone(), l.stats.snapshot()))
+            .collect()
+    }
+}
+
+/// Owner of one listener: dropping it (or calling [`ListenerHandle::remove`])
+/// unsubscribes the listener and stops its task.
+pub struct ListenerHandle {
+    shared: Arc<ListenerShared>,
+    processor: std::sync::Weak<Processor>,
+    task: Option<JoinHandle<()>>,
+    on_remove: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ListenerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerHandle")
+            .field("name", &self.shared.config.name)
+            .field("id", &self.shared.id)
+            .finish()
+    }
+}
+
+impl ListenerHandle {
+    /// The listener's name.
+    pub fn name(&self) -> &str {
+        &self.shared.config.name
+    }
+
+    /// The listener's live counters.
+    pub fn stats(&self) -> Arc<ListenerStats> {
+        self.shared.stats.clone()
+    }
+
+    /// Whether the informer has synced and this listener has handled its initial
+    /// state.
+    pub fn has_synced(&self) -> bool {
+        self.shared.has_synced()
+    }
+
+    /// Keys currently pending after overflow (the O(keys) bookkeeping).
+    pub fn pending_keys(&self) -> usize {
+        self.shared.pending_keys()
+    }
+
+    /// Full notifications currently queued.
+    pub fn queued(&self) -> usize {
+        self.shared.queued()
+    }
+
+    /// Runs `f` once the listener has been removed (used to release the informer).
+    pub(crate) fn set_on_remove(&mut self, f: Box<dyn FnOnce() + Send + Sync>) {
+        self.on_remove = Some(f);
+    }
+
+    /// Unsubscribes the listener and stops its task.
+    pub fn remove(self) {
+        drop(self);
+    }
+
+    fn detach(&mut self) {
+        if let Some(p) = self.processor.upgrade() {
+            p.remove(self.shared.id);
+        }
+        self.shared.close();
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        if let Some(f) = self.on_remove.take() {
+            f();
+        }
+    }
+}
+
+impl Drop for ListenerHandle {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}

@@ -1,0 +1,760 @@
+//! The Reflector: the only component that talks to the API server. It lists and
+//! watches one resource and feeds the DeltaFIFO.
+//!
+//! Job: paged list (limit 500, resourceVersion "0" first and "" after a 410),
+//! or a streaming list (`sendInitialEvents`) where the server supports it; then a
+//! watch from the last resourceVersion with bookmarks and a random timeout in
+//! [300, 600] s; relist on 410 only; back off (800 ms → 30 s, x2, jitter, reset
+//! after 2 min) on every other error, honouring `Retry-After` on 429.
+//!
+//! Invariants:
+//! - objects are read as raw JSON and become [`Object`]s through the configured
+//!   [`Transform`]; no `serde_json::Value` tree is built per object;
+//! - a relist happens only after a 410 (ERROR event in the stream, or HTTP 410 on
+//!   a request); any other failure resumes the watch from the last
+//!   resourceVersion, so no delta is lost or invented;
+//! - a bookmark advances the resourceVersion and produces no delta;
+//! - `last_sync_resource_version` is only ever a version the server sent.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::Body as _;
+use kube::client::Body;
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::delta_fifo::DeltaFifo;
+use crate::object::{Object, ObjectRef, Transform};
+use crate::resource::ResourceSpec;
+
+/// Annotation on the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Whether to try a streaming list (watch with `sendInitialEvents=true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamingList {
+    /// Try it; if the server refuses or ignores it, fall back to a paged list
+    /// for the rest of this Reflector's life.
+    Auto,
+    /// Always use a paged list.
+    Off,
+}
+
+/// Reflector settings. The defaults are the design's.
+#[derive(Debug, Clone)]
+pub struct ReflectorConfig {
+    /// `limit` of each list page.
+    pub page_size: u32,
+    /// Range of the random watch `timeoutSeconds`, inclusive.
+    pub watch_timeout_secs: (u64, u64),
+    /// Backoff for non-410 errors.
+    pub backoff: BackoffConfig,
+    /// Streaming list use.
+    pub streaming_list: StreamingList,
+    /// Applied to every object before it is cached.
+    pub transform: Transform,
+    /// A watch that sends nothing for `timeoutSeconds` plus this long is
+    /// considered dead and restarted (with backoff). `None`: never.
+    pub idle_grace: Option<Duration>,
+    /// Longest `Retry-After` honoured; longer values are capped.
+    pub max_retry_after: Duration,
+    /// Seed for the jitter and the watch timeouts (`None`: from entropy).
+    pub seed: Option<u64>,
+}
+
+impl Default for ReflectorConfig {
+    fn default() -> Self {
+        Self {
+            page_size: 500,
+            watch_timeout_secs: (300, 600),
+            backoff: BackoffConfig::default(),
+            streaming_list: StreamingList::Auto,
+            transform: Transform::default(),
+            idle_grace: Some(Duration::from_secs(60)),
+            max_retry_after: Duration::from_secs(300),
+            seed: None,
+        }
+    }
+}
+
+/// Why the Reflector waited before its next request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum WaitReason {
+    /// Exponential backoff after an error.
+    Backoff,
+    /// A 429's `Retry-After`.
+    RetryAfter,
+}
+
+/// Live counters of one Reflector.
+#[derive(Debug, Default)]
+pub struct ReflectorStats {
+    /// Complete lists (paged or streaming) delivered to the FIFO.
+    pub lists: AtomicU64,
+    /// List pages fetched.
+    pub list_pages: AtomicU64,
+    /// Lists done by streaming.
+    pub streaming_lists: AtomicU64,
+    /// Times the streaming list was found unsupported.
+    pub streaming_fallbacks: AtomicU64,
+    /// Watch requests started.
+    pub watches: AtomicU64,
+    /// Watches restarted from the last resourceVersion (clean end or error).
+    pub watch_restarts: AtomicU64,
+    /// Relists caused by 410 Expired.
+    pub relists_410: AtomicU64,
+    /// Bookmarks received.
+    pub bookmarks: AtomicU64,
+    /// Watch events turned into deltas.
+    pub events: AtomicU64,
+    /// Errors (other than 410) that led to a backoff or Retry-After wait.
+    pub errors: AtomicU64,
+    /// Objects that could not be decoded and were skipped.
+    pub decode_errors: AtomicU64,
+    last_sync_resource_version: Mutex<String>,
+    last_error: Mutex<Option<String>>,
+    waits: Mutex<VecDeque<(WaitReason, Duration)>>,
+}
+
+/// A copy of [`ReflectorStats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReflectorStatsSnapshot {
+    pub lists: u64,
+    pub list_pages: u64,
+    pub streaming_lists: u64,
+    pub streaming_fallbacks: u64,
+    pub watches: u64,
+    pub watch_restarts: u64,
+    pub relists_410: u64,
+    pub bookmarks: u64,
+    pub events: u64,
+    pub errors: u64,
+    pub decode_errors: u64,
+    pub last_sync_resource_version: String,
+    pub last_error: Option<String>,
+}
+
+const MAX_WAITS_KEPT: usize = 64;
+
+impl ReflectorStats {
+    /// The last resourceVersion the Reflector synced to ("" before the first list).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.last_sync_resource_version.lock().clone()
+    }
+
+    /// The most recent waits, oldest first (at most 64).
+    pub fn recent_waits(&self) -> Vec<(WaitReason, Duration)> {
+        self.waits.lock().iter().copied().collect()
+    }
+
+    /// Reads every counter.
+    pub fn snapshot(&self) -> ReflectorStatsSnapshot {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ReflectorStatsSnapshot {
+            lists: r(&self.lists),
+            list_pages: r(&self.list_pages),
+            streaming_lists: r(&self.streaming_lists),
+            streaming_fallbacks: r(&self.streaming_fallbacks),
+            watches: r(&self.watches),
+            watch_restarts: r(&self.watch_restarts),
+            relists_410: r(&self.relists_410),
+            bookmarks: r(&self.bookmarks),
+            events: r(&self.events),
+            errors: r(&self.errors),
+            decode_errors: r(&self.decode_errors),
+            last_sync_resource_version: self.last_sync_resource_version(),
+            last_error: self.last_error.lock().clone(),
+        }
+    }
+
+    fn set_rv(&self, rv: &str) {
+        let mut g = self.last_sync_resource_version.lock();
+        if *g != rv {
+            *g = rv.to_string();
+        }
+    }
+
+    fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How a request or stream failed.
+#[derive(Debug)]
+enum Failure {
+    /// 410 Expired: relist.
+    Gone(String),
+    /// 429 with a usable Retry-After.
+    RetryAfter(Duration, String),
+    /// The server refused the streaming-list parameters.
+    StreamingUnsupported(String),
+    /// Another HTTP error status: back off and retry.
+    Status(u16, String),
+    /// Anything else: back off and retry.
+    Other(String),
+}
+
+/// How a watch stream ended.
+#[derive(Debug)]
+enum StreamEnd {
+    /// The server closed it cleanly (timeout or dropped watch): re-watch now.
+    Closed,
+    /// A failure.
+    Failed(Failure),
+}
+
+#[derive(Deserialize)]
+struct ListPage<'a> {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    cont: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WatchLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+#[derive(Deserialize, Default)]
+struct BookmarkObject {
+    #[serde(default)]
+    metadata: BookmarkMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct BookmarkMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize, Default)]
+struct StatusObject {
+    #[serde(default)]
+    code: Option<u16>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl StatusObject {
+    fn describe(&self) -> String {
+        format!(
+            "{} {}: {}",
+            self.code.unwrap_or(0),
+            self.reason.as_deref().unwrap_or(""),
+            self.message.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// Progress of a streaming list inside its watch stream.
+struct Initial {
+    items: HashMap<String, ObjectRef>,
+}
+
+/// Lists and watches one resource into a [`DeltaFifo`].
+pub struct Reflector {
+    client: kube::Client,
+    spec: ResourceSpec,
+    config: ReflectorConfig,
+    fifo: Arc<DeltaFifo>,
+    stats: Arc<ReflectorStats>,
+    backoff: Backoff,
+    rng: StdRng,
+}
+
+impl Reflector {
+    /// A Reflector for `spec` writing into `fifo`.
+    ///
+    /// The client should be built with `default_retry = false` (see
+    /// [`client_from_kubeconfig_yaml`]): retries and backoff are the
+    /// Reflector's job, and kube's retry layer would hide 429s from it.
+    pub fn new(
+        client: kube::Client,
+        spec: ResourceSpec,
+        fifo: Arc<DeltaFifo>,
+        config: ReflectorConfig,
+    ) -> Self {
+        let (backoff, rng) = match config.seed {
+            Some(s) => (
+                Backoff::with_seed(config.backoff.clone(), s),
+                StdRng::seed_from_u64(s.wrapping_add(1)),
+            ),
+            None => (Backoff::new(config.backoff.clone()), StdRng::from_os_rng()),
+        };
+        Self {
+            client,
+            spec,
+            config,
+            fifo,
+            stats: Arc::new(ReflectorStats::default()),
+            backoff,
+            rng,
+        }
+    }
+
+    /// The counters, shared.
+    pub fn stats(&self) -> Arc<ReflectorStats> {
+        self.stats.clone()
+    }
+
+    /// Runs list-and-watch until the task is dropped.
+    pub async fn run(mut self) {
+        let mut list_rv = "0".to_string();
+        let mut need_list = true;
+        let mut rv = String::new();
+        let mut streaming = self.config.streaming_list == StreamingList::Auto;
+        loop {
+            if need_list && streaming {
+                let mut initial = Some(Initial {
+                    items: HashMap::new(),
+                });
+                let end = self.streaming_list(&list_rv, &mut rv, &mut initial).await;
+                if initial.is_none() {
+                    need_list = false;
+                }
+                match end {
+                    StreamEnd::Closed if initial.is_some() => {
+                        // The server streamed without ever ending the initial
+                        // events: it ignores sendInitialEvents.
+                        self.fallback("stream ended before the initial-events-end bookmark");
+                        streaming = false;
+                    }
+                    StreamEnd::Failed(Failure::StreamingUnsupported(why)) => {
+                        self.fallback(&why);
+                        streaming = false;
+                    }
+                    end => self.after_stream(end, &mut need_list, &mut list_rv).await,
+                }
+                continue;
+            }
+            if need_list {
+                match self.paged_list(&list_rv).await {
+                    Ok(new_rv) => {
+                        rv = new_rv;
+                        need_list = false;
+                    }
+                    Err(f) => {
+                        self.after_failure(f, &mut need_list, &mut list_rv).await;
+                        continue;
+                    }
+                }
+            }
+            let end = self.watch(&mut rv).await;
+            self.after_stream(end, &mut need_list, &mut list_rv).await;
+        }
+    }
+
+    fn fallback(&self, why: &str) {
+        tracing::info!(resource = %self.spec.id, reason = why, "streaming list unsupported; using paged lists");
+        ReflectorStats::inc(&self.stats.streaming_fallbacks);
+    }
+
+    async fn after_stream(&mut self, end: StreamEnd, need_list: &mut bool, list_rv: &mut String) {
+        match end {
+            StreamEnd::Closed => {
+                if !*need_list {
+                    ReflectorStats::inc(&self.stats.watch_restarts);
+                }
+            }
+            StreamEnd::Failed(f) => self.after_failure(f, need_list, list_rv).await,
+        }
+    }
+
+    async fn after_failure(&mut self, f: Failure, need_list: &mut bool, list_rv: &mut String) {
+        let now = Instant::now();
+        let was_watching = !*need_list;
+        let (reason, wait, msg) = match f {
+            Failure::Gone(msg) => {
+                tracing::info!(resource = %self.spec.id, %msg, "410 Expired: relisting");
+                ReflectorStats::inc(&self.stats.relists_410);
+                *need_list = true;
+                *list_rv = String::new();
+                return;
+            }
+            Failure::RetryAfter(d, msg) => {
+                self.backoff.next_delay(now);
+                (
+                    WaitReason::RetryAfter,
+                    d.min(self.config.max_retry_after),
+                    msg,
+                )
+            }
+            Failure::StreamingUnsupported(msg) | Failure::Status(_, msg) | Failure::Other(msg) => {
+                (WaitReason::Backoff, self.backoff.next_delay(now), msg)
+            }
+        };
+        tracing::warn!(resource = %self.spec.id, error = %msg, wait_ms = wait.as_millis() as u64, "list/watch failed; retrying");
+        ReflectorStats::inc(&self.stats.errors);
+        if was_watching {
+            ReflectorStats::inc(&self.stats.watch_restarts);
+        }
+        *self.stats.last_error.lock() = Some(msg);
+        {
+            let mut w = self.stats.waits.lock();
+            if w.len() == MAX_WAITS_KEPT {
+                w.pop_front();
+            }
+            w.push_back((reason, wait));
+        }
+        tokio::time::sleep(wait).await;
+    }
+
+    /// Sends a GET and sorts the response: 2xx is returned, everything else
+    /// becomes a [`Failure`].
+    async fn send(&self, query: &[(&str, &str)]) -> Result<http::Response<Body>, Failure> {
+        let req = self.spec.get_request(query).map(Body::from);
+        let what = format!("GET {}", req.uri());
+        let resp = self
+            .client
+            .send(req)
+            .await
+            .map_err(|e| Failure::Other(format!("{what}: {e}")))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let retry_after = resp
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let body = read_all(resp.into_body(), 64 * 1024)
+            .await
+            .unwrap_or_default();
+        let st: StatusObject = serde_json::from_slice(&body).unwrap_or_default();
+        let msg = format!("{what}: HTTP {}: {}", status.as_u16(), st.describe());
+        Err(match status.as_u16() {
+            410 => Failure::Gone(msg),
+            429 => match retry_after {
+                Some(s) => Failure::RetryAfter(Duration::from_secs(s), msg),
+                None => Failure::Status(429, msg),
+            },
+            code => Failure::Status(code, msg),
+        })
+    }
+
+    /// One complete paged list; on success the FIFO has been replaced and the
+    /// list's resourceVersion is returned.
+    async fn paged_list(&mut self, list_rv: &str) -> Result<String, Failure> {
+        let limit = self.config.page_size.to_string();
+        let mut cont = String::new();
+        let mut objects: Vec<ObjectRef> = Vec::new();
+        let rv = loop {
+            let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
+            if cont.is_empty() {
+                if !list_rv.is_empty() {
+                    q.push(("resourceVersion", list_rv));
+                }
+            } else {
+                q.push(("continue", &cont));
+            }
+            let resp = self.send(&q).await?;
+            let body = read_all(resp.into_body(), usize::MAX)
+                .await
+                .map_err(|e| Failure::Other(format!("reading list of {}: {e}", self.spec.id)))?;
+            ReflectorStats::inc(&self.stats.list_pages);
+            let page: ListPage<'_> = serde_json::from_slice(&body)
+                .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
+            for item in page.items.unwrap_or_default() {
+                match Object::from_json(item.get().as_bytes(), &self.config.transform) {
+                    Ok(o) => objects.push(Arc::new(o)),
+                    Err(e) => self.decode_error(&e.to_string()),
+                }
+            }
+            let next = page.metadata.cont.unwrap_or_default();
+            if next.is_empty() {
+                break page.metadata.resource_version.unwrap_or_default();
+            }
+            cont = next;
+        };
+        if rv.is_empty() {
+            return Err(Failure::Other(format!(
+                "list of {} returned no resourceVersion",
+                self.spec.id
+            )));
+        }
+        // Counters first: a reader that sees the informer synced sees them too.
+        self.stats.set_rv(&rv);
+        ReflectorStats::inc(&self.stats.lists);
+        self.fifo.replace(objects);
+        Ok(rv)
+    }
+
+    fn decode_error(&self, e: &str) {
+        ReflectorStats::inc(&self.stats.decode_errors);
+        tracing::warn!(resource = %self.spec.id, error = e, "skipping undecodable object");
+    }
+
+    fn watch_timeout(&mut self) -> u64 {
+        let (lo, hi) = self.config.watch_timeout_secs;
+        self.rng.random_range(lo.min(hi)..=hi.max(lo))
+    }
+
+    /// A streaming list: a watch with `sendInitialEvents=true` whose initial
+    /// events end at a bookmark; then the same stream continues as a watch.
+    /// `initial` becomes `None` once the list has been delivered.
+    async fn streaming_list(
+        &mut self,
+        list_rv: &str,
+        rv: &mut String,
+        initial: &mut Option<Initial>,
+    ) -> StreamEnd {
+        let timeout = self.watch_timeout();
+        let ts = timeout.to_string();
+        let mut q: Vec<(&str, &str)> = vec![
+            ("watch", "true"),
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", &ts),
+        ];
+        if !list_rv.is_empty() {
+            q.push(("resourceVersion", list_rv));
+        }
+        ReflectorStats::inc(&self.stats.watches);
+        let resp = match self.send(&q).await {
+            Ok(r) => r,
+            Err(Failure::Status(400 | 403 | 422 | 501, msg)) => {
+                return StreamEnd::Failed(Failure::StreamingUnsupported(msg))
+            }
+            Err(f) => return StreamEnd::Failed(f),
+        };
+        self.consume(resp.into_body(), timeout, rv, initial).await
+    }
+
+    /// A watch from `rv`.
+    async fn watch(&mut self, rv: &mut String) -> StreamEnd {
+        let timeout = self.watch_timeout();
+        let ts = timeout.to_string();
+        let q: Vec<(&str, &str)> = vec![
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", &ts),
+            ("resourceVersion", rv.as_str()),
+        ];
+        ReflectorStats::inc(&self.stats.watches);
+        let resp = match self.send(&q).await {
+            Ok(r) => r,
+            Err(f) => return StreamEnd::Failed(f),
+        };
+        self.consume(resp.into_body(), timeout, rv, &mut None).await
+    }
+
+    /// Reads watch lines until the stream ends.
+    async fn consume(
+        &mut self,
+        mut body: Body,
+        timeout_secs: u64,
+        rv: &mut String,
+        initial: &mut Option<Initial>,
+    ) -> StreamEnd {
+        let idle = self
+            .config
+            .idle_grace
+            .map(|g| Duration::from_secs(timeout_secs) + g);
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+            let frame = match idle {
+                Some(d) => match tokio::time::timeout(d, frame).await {
+                    Ok(f) => f,
+                    Err(_) => {
+                        return StreamEnd::Failed(Failure::Other(format!(
+                            "watch of {} silent for {} s",
+                            self.spec.id,
+                            d.as_secs()
+                        )))
+                    }
+                },
+                None => frame.await,
+            };
+            let data: Bytes = match frame {
+                None => {
+                    return if buf.iter().all(u8::is_ascii_whitespace) {
+                        StreamEnd::Closed
+                    } else {
+                        StreamEnd::Failed(Failure::Other(format!(
+                            "watch of {} ended inside an event ({} bytes)",
+                            self.spec.id,
+                            buf.len()
+                        )))
+                    };
+                }
+                Some(Err(e)) => {
+                    return StreamEnd::Failed(Failure::Other(format!(
+                        "watch of {} broke: {e}",
+                        self.spec.id
+                    )))
+                }
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+            };
+            buf.extend_from_slice(&data);
+            let mut start = 0;
+            while let Some(pos) = buf[start..].iter().position(|b| *b == b'\n') {
+                let line = &buf[start..start + pos];
+                start += pos + 1;
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if let Err(end) = self.event(line, rv, initial) {
+                    return end;
+                }
+            }
+            buf.drain(..start);
+        }
+    }
+
+    /// Applies one watch line. `Err` ends the stream.
+    fn event(
+        &mut self,
+        line: &[u8],
+        rv: &mut String,
+        initial: &mut Option<Initial>,
+    ) -> Result<(), StreamEnd> {
+        let ev: WatchLine<'_> = serde_json::from_slice(line).map_err(|e| {
+            StreamEnd::Failed(Failure::Other(format!(
+                "undecodable watch event for {}: {e}",
+                self.spec.id
+            )))
+        })?;
+        match ev.kind {
+            "ADDED" | "MODIFIED" | "DELETED" => {
+                let obj =
+                    match Object::from_json(ev.object.get().as_bytes(), &self.config.transform) {
+                        Ok(o) => Arc::new(o),
+                        Err(e) => {
+                            self.decode_error(&e.to_string());
+                            return Ok(());
+                        }
+                    };
+                let new_rv = obj.meta.resource_version.clone();
+                ReflectorStats::inc(&self.stats.events);
+                if let Some(init) = initial.as_mut() {
+                    if ev.kind == "DELETED" {
+                        init.items.remove(&obj.key());
+                    } else {
+                        init.items.insert(obj.key(), obj);
+                    }
+                } else {
+                    match ev.kind {
+                        "ADDED" => self.fifo.add(obj),
+                        "MODIFIED" => self.fifo.update(obj),
+                        _ => self.fifo.delete(obj),
+                    }
+                }
+                if !new_rv.is_empty() {
+                    *rv = new_rv;
+                    if initial.is_none() {
+                        self.stats.set_rv(rv);
+                    }
+                }
+                Ok(())
+            }
+            "BOOKMARK" => {
+                let b: BookmarkObject = serde_json::from_str(ev.object.get()).unwrap_or_default();
+                ReflectorStats::inc(&self.stats.bookmarks);
+                if let Some(new_rv) = b.metadata.resource_version.filter(|r| !r.is_empty()) {
+                    *rv = new_rv;
+                }
+                let end = b
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(INITIAL_EVENTS_END))
+                    .is_some_and(|v| v == "true");
+                if end {
+                    if let Some(init) = initial.take() {
+                        ReflectorStats::inc(&self.stats.lists);
+                        ReflectorStats::inc(&self.stats.streaming_lists);
+                        self.stats.set_rv(rv);
+                        self.fifo.replace(init.items.into_values().collect());
+                    }
+                }
+                if initial.is_none() {
+                    self.stats.set_rv(rv);
+                }
+                Ok(())
+            }
+            "ERROR" => {
+                let st: StatusObject = serde_json::from_str(ev.object.get()).unwrap_or_default();
+                let msg = format!("watch of {}: ERROR event {}", self.spec.id, st.describe());
+                Err(StreamEnd::Failed(if st.code == Some(410) {
+                    Failure::Gone(msg)
+                } else {
+                    Failure::Other(msg)
+                }))
+            }
+            other => Err(StreamEnd::Failed(Failure::Other(format!(
+                "unknown watch event type {other:?} for {}",
+                self.spec.id
+            )))),
+        }
+    }
+}
+
+/// Reads a whole response body, up to `max` bytes.
+async fn read_all(mut body: Body, max: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| e.to_string())?;
+        if let Ok(d) = frame.into_data() {
+            if out.len() + d.len() > max {
+                return Err(format!("body larger than {max} bytes"));
+            }
+            out.extend_from_slice(&d);
+        }
+    }
+    Ok(out)
+}
+
+/// Builds a client from kubeconfig YAML, with kube's own retry layer off (the
+/// Reflector handles retries, backoff and Retry-After itself).
+pub async fn client_from_kubeconfig_yaml(yaml: &str) -> Result<kube::Client, String> {
+    let kc = kube::config::Kubeconfig::from_yaml(yaml)
+        .map_err(|e| format!("invalid kubeconfig: {e}"))?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("unusable kubeconfig: {e}"))?;
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).map_err(|e| format!("cannot build client: {e}"))
+}
+
+/// Builds a client from the environment (kubeconfig or in-cluster), with kube's
+/// retry layer off.
+pub async fn client_infer() -> Result<kube::Client, String> {
+    let mut cfg = kube::Config::infer()
+        .await
+        .map_err(|e| format!("no usable kube config: {e}"))?;
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).map_err(|e| format!("cannot build client: {e}"))
+}

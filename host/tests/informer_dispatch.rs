@@ -1,0 +1,749 @@
+//! Dispatcher and listener invariants without a network: the DeltaFIFO, Indexer
+//! and processor driven directly, with handlers that record, block or never
+//! return. Each test names the invariant it checks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::{mpsc, Semaphore};
+use wasm_informer::delta_fifo::DeltaFifo;
+use wasm_informer::handler::{Delivery, Handler};
+use wasm_informer::indexer::Indexer;
+use wasm_informer::listener::ListenerConfig;
+use wasm_informer::notification::{EventKind, NotificationRef};
+use wasm_informer::object::{Object, ObjectRef, Transform};
+use wasm_informer::processor::Processor;
+
+/// DeltaFIFO + Indexer + processor, popped by hand.
+struct Pipeline {
+    fifo: DeltaFifo,
+    processor: Arc<Processor>,
+    indexer: Arc<Indexer>,
+}
+
+impl Pipeline {
+    fn new() -> Self {
+        let indexer = Arc::new(Indexer::new());
+        Self {
+            fifo: DeltaFifo::new(indexer.clone()),
+            processor: Processor::new("v1/pods", indexer.clone()),
+            indexer,
+        }
+    }
+
+    /// Pops and handles everything queued; marks synced after the first list.
+    fn drain(&self) -> usize {
+        let mut n = 0;
+        while let Some(p) = self.fifo.try_pop() {
+            self.processor.handle_deltas(&p);
+            self.fifo.done(&p);
+            n += 1;
+        }
+        if self.fifo.has_synced() && !self.processor.has_synced() {
+            self.processor.mark_synced();
+        }
+        n
+    }
+}
+
+fn pod(name: &str, rv: u64, extra: &str) -> ObjectRef {
+    let raw = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns{}","uid":"uid-{name}","resourceVersion":"{rv}","labels":{{"app":"a{}"}}}},"spec":{{"x":"{extra}"}}}}"#,
+        name.len() % 3,
+        rv % 2
+    );
+    Arc::new(Object::from_json(raw.as_bytes(), &Transform::default()).unwrap())
+}
+
+fn rv(o: &ObjectRef) -> u64 {
+    o.meta.resource_version.parse().unwrap()
+}
+
+/// Sends every notification (with its arrival time) to a channel.
+struct Recorder {
+    tx: mpsc::UnboundedSender<(NotificationRef, Instant)>,
+}
+
+impl Handler for Recorder {
+    async fn handle(&mut self, n: NotificationRef) -> Delivery {
+        let _ = self.tx.send((n, Instant::now()));
+        Delivery::Ok
+    }
+}
+
+/// Never finishes handling its first notification.
+struct Stuck;
+
+impl Handler for Stuck {
+    async fn handle(&mut self, _n: NotificationRef) -> Delivery {
+        std::future::pending::<()>().await;
+        Delivery::Ok
+    }
+}
+
+/// Consumes and forgets every notification.
+struct Discard;
+
+impl Handler for Discard {
+    async fn handle(&mut self, _n: NotificationRef) -> Delivery {
+        Delivery::Ok
+    }
+}
+
+/// Handles one notification per permit, recording each.
+struct Gated {
+    permits: Arc<Semaphore>,
+    tx: mpsc::UnboundedSender<NotificationRef>,
+}
+
+impl Handler for Gated {
+    async fn handle(&mut self, n: NotificationRef) -> Delivery {
+        self.permits.acquire().await.unwrap().forget();
+        let _ = self.tx.send(n);
+        Delivery::Ok
+    }
+}
+
+fn recorder() -> (
+    Recorder,
+    mpsc::UnboundedReceiver<(NotificationRef, Instant)>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Recorder { tx }, rx)
+}
+
+fn cfg(name: &str, capacity: usize) -> ListenerConfig {
+    ListenerConfig {
+        name: name.into(),
+        capacity,
+        ..ListenerConfig::default()
+    }
+}
+
+/// A plugin's view rebuilt from the notifications it received.
+#[derive(Default)]
+struct View(BTreeMap<String, u64>);
+
+impl View {
+    fn apply(&mut self, n: &NotificationRef) {
+        match n.kind {
+            EventKind::Deleted => {
+                self.0.remove(&*n.key);
+            }
+            _ => {
+                self.0.insert(n.key.to_string(), rv(&n.object));
+            }
+        }
+    }
+}
+
+fn cache_view(ix: &Indexer) -> BTreeMap<String, u64> {
+    ix.snapshot().iter().map(|o| (o.key(), rv(o))).collect()
+}
+
+async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// One I1 round: dispatches `objs` to a recording listener, with or without a
+/// never-consuming neighbour; returns dispatch time, the recording listener's
+/// latencies (sorted) and the stuck listener's stats.
+async fn i1_round(
+    objs: &[ObjectRef],
+    with_stuck: bool,
+) -> (
+    Duration,
+    Vec<Duration>,
+    Option<wasm_informer::listener::ListenerStatsSnapshot>,
+) {
+    let p = Pipeline::new();
+    p.fifo.replace(vec![]);
+    p.drain();
+    // The neighbour is either stuck (capacity 64) or a consumer that keeps up.
+    let stuck = with_stuck.then(|| p.processor.add_listener(cfg("stuck", 64), Stuck).unwrap());
+    let _other = (!with_stuck).then(|| {
+        p.processor
+            .add_listener(cfg("discard", 1 << 20), Discard)
+            .unwrap()
+    });
+    let (rec, mut rx) = recorder();
+    let _h = p.processor.add_listener(cfg("rec", 1 << 20), rec).unwrap();
+    let mut sent_at = Vec::with_capacity(objs.len());
+    let t0 = Instant::now();
+    for o in objs {
+        sent_at.push(Instant::now());
+        p.fifo.update(o.clone());
+        p.drain();
+    }
+    let took = t0.elapsed();
+    let mut latencies = Vec::with_capacity(objs.len());
+    let mut last_rv = 0;
+    for sent in &sent_at {
+        let (n, at) = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("recording listener stalled")
+            .unwrap();
+        // Every notification arrives, in dispatch order (I3 below capacity).
+        assert!(rv(&n.object) > last_rv);
+        last_rv = rv(&n.object);
+        latencies.push(at.saturating_duration_since(*sent));
+    }
+    latencies.sort();
+    (took, latencies, stuck.map(|h| h.stats().snapshot()))
+}
+
+/// I1: a listener that never consumes does not delay delivery to another one,
+/// and the dispatcher's throughput does not depend on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i1_stuck_listener_does_not_delay_others() {
+    const N: u64 = 20_000;
+    let objs: Vec<ObjectRef> = (0..N)
+        .map(|i| pod(&format!("p{}", i % 500), i + 1, ""))
+        .collect();
+    // Alternate rounds and compare the best of each, so a burst of load from
+    // elsewhere on the machine does not decide the outcome.
+    let mut base_best = Duration::MAX;
+    let mut stuck_best = Duration::MAX;
+    let mut last = None;
+    for _ in 0..3 {
+        let (t, _, _) = i1_round(&objs, false).await;
+        base_best = base_best.min(t);
+        let (t, lat, s) = i1_round(&objs, true).await;
+        stuck_best = stuck_best.min(t);
+        last = Some((lat, s.unwrap()));
+    }
+    let (latencies, s) = last.unwrap();
+    let p50 = latencies[latencies.len() / 2];
+    let p99 = latencies[latencies.len() * 99 / 100];
+    eprintln!(
+        "I1: {N} events; dispatch best of 3: beside a consuming listener {base_best:?}, beside a stuck one {stuck_best:?}; \
+         recording listener latency p50 {p50:?} p99 {p99:?}; stuck: depth {} overflowed {} pending keys {}",
+        s.queue_depth, s.overflowed, s.pending_keys
+    );
+    assert!(
+        (63..=64).contains(&s.queue_depth),
+        "stuck listener holds its capacity: {}",
+        s.queue_depth
+    );
+    assert!(s.max_depth <= 64);
+    assert!(s.overflowed >= N - 65);
+    assert!(s.pending_keys <= 500);
+    // Throughput: a stuck neighbour costs at most a small constant factor
+    // (generous bound for a noisy machine; measured ~1x).
+    assert!(
+        stuck_best <= base_best * 3 + Duration::from_millis(200),
+        "dispatcher slowed by stuck listener: {base_best:?} -> {stuck_best:?}"
+    );
+}
+
+/// I4: 1M events through a stuck listener of capacity 1024 over a 10k-object
+/// cache: it holds at most 1024 notifications plus one bookkeeping entry per key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i4_stuck_listener_memory_is_bounded_by_keys() {
+    const KEYS: usize = 10_000;
+    const EVENTS: usize = 1_000_000;
+    let p = Pipeline::new();
+    let initial: Vec<ObjectRef> = (0..KEYS)
+        .map(|i| pod(&format!("p{i}"), i as u64 + 1, ""))
+        .collect();
+    p.fifo.replace(initial);
+    p.drain();
+    assert!(p.processor.has_synced());
+    let stuck = p.processor.add_listener(cfg("stuck", 1024), Stuck).unwrap();
+    // Pre-built versions, cycled, so the test measures dispatch, not JSON parsing.
+    let versions: Vec<ObjectRef> = (0..KEYS * 4)
+        .map(|i| pod(&format!("p{}", i % KEYS), (KEYS + i) as u64 + 1, "v"))
+        .collect();
+    let mut rng = StdRng::seed_from_u64(4);
+    let mut max_pending = 0;
+    for i in 0..EVENTS {
+        let o = versions[rng.random_range(0..versions.len())].clone();
+        p.fifo.update(o);
+        p.drain();
+        if i % 100_000 == 0 {
+            max_pending = max_pending.max(stuck.pending_keys());
+            assert!(stuck.queued() <= 1024);
+        }
+    }
+    let s = stuck.stats().snapshot();
+    eprintln!(
+        "I4: {EVENTS} events over {KEYS} keys; stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        s.queue_depth, s.max_depth, s.pending_keys, s.max_pending_keys, s.overflowed, s.coalesced
+    );
+    assert!(
+        s.max_depth <= 1024,
+        "queue exceeded capacity: {}",
+        s.max_depth
+    );
+    assert!(
+        s.max_pending_keys as usize <= KEYS,
+        "bookkeeping grew past the key count"
+    );
+    assert_eq!(stuck.pending_keys(), s.pending_keys as usize);
+    assert!(s.overflowed as usize >= EVENTS - 1024 - 1);
+    // Everything beyond the queue and the per-key entries was merged, not kept.
+    assert_eq!(s.overflowed - s.coalesced, s.pending_keys);
+}
+
+/// I3 + I5: a listener blocked long enough to overflow, then released, ends with
+/// exactly the cache's state; per-key order holds throughout; events merged on
+/// the way are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_overflowing_listener_converges_to_the_cache() {
+    let p = Pipeline::new();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut next_rv = 1u64;
+    let mut initial = Vec::new();
+    for i in 0..200 {
+        initial.push(pod(&format!("p{i}"), next_rv, ""));
+        next_rv += 1;
+    }
+    p.fifo.replace(initial);
+    p.drain();
+    let permits = Arc::new(Semaphore::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let slow = p
+        .processor
+        .add_listener(
+            cfg("slow", 32),
+            Gated {
+                permits: permits.clone(),
+                tx,
+            },
+        )
+        .unwrap();
+    let (rec, mut rec_rx) = recorder();
+    let _fast = p.processor.add_listener(cfg("fast", 1 << 20), rec).unwrap();
+
+    let mut live: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    let mut dispatched = 200u64;
+    for round in 0..20 {
+        for _ in 0..500 {
+            let r: f64 = rng.random();
+            if r < 0.15 || live.is_empty() {
+                let name = format!("n{round}-{}", rng.random_range(0..100_000));
+                p.fifo.add(pod(&name, next_rv, ""));
+                live.push(name);
+            } else if r < 0.3 {
+                let i = rng.random_range(0..live.len());
+                let name = live.swap_remove(i);
+                p.fifo.delete(pod(&name, next_rv, ""));
+            } else {
+                let name = &live[rng.random_range(0..live.len())];
+                p.fifo.update(pod(name, next_rv, "u"));
+            }
+            next_rv += 1;
+            dispatched += 1;
+            p.drain();
+        }
+        // Let the slow listener handle a few, so it is behind but moving.
+        permits.add_permits(10);
+    }
+    assert!(
+        slow.stats().snapshot().overflowed > 0,
+        "the slow listener must overflow"
+    );
+    permits.add_permits(1 << 24);
+
+    let mut view = View::default();
+    let mut last_rv: HashMap<String, u64> = HashMap::new();
+    let mut fsu_deletes = 0;
+    let want = cache_view(&p.indexer);
+    while view.0 != want || slow.queued() > 0 || slow.pending_keys() > 0 {
+        let n = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("slow listener never caught up")
+            .unwrap();
+        // I3: per-key order.
+        let r = rv(&n.object);
+        if let Some(prev) = last_rv.insert(n.key.to_string(), r) {
+            assert!(r >= prev, "key {} went back from rv {prev} to {r}", n.key);
+        }
+        // Deletes only for keys the listener knew; adds only for keys it did not.
+        match n.kind {
+            EventKind::Deleted => {
+                assert!(
+                    view.0.contains_key(&*n.key),
+                    "delete for unknown key {}",
+                    n.key
+                );
+                fsu_deletes += n.final_state_unknown as u32;
+            }
+            EventKind::Added => {
+                assert!(!view.0.contains_key(&*n.key), "add for known key {}", n.key)
+            }
+            _ => assert!(
+                view.0.contains_key(&*n.key),
+                "update for unknown key {}",
+                n.key
+            ),
+        }
+        view.apply(&n);
+    }
+    assert_eq!(view.0, want, "I5: final state differs from the cache");
+    let s = slow.stats().snapshot();
+    eprintln!(
+        "I5: dispatched {dispatched}; slow listener delivered a{} u{} d{} (fsu deletes {fsu_deletes}), overflowed {}, coalesced {}, max depth {}",
+        s.added, s.updated, s.deleted, s.overflowed, s.coalesced, s.max_depth
+    );
+    assert!(s.max_depth <= 32);
+    assert!(s.coalesced > 0);
+    // The fast listener saw everything, in order, and agrees too.
+    let mut fast_view = View::default();
+    while let Ok((n, _)) = rec_rx.try_recv() {
+        fast_view.apply(&n);
+    }
+    assert_eq!(fast_view.0, want);
+}
+
+/// I6: a listener added in the middle of churn gets the cache as
+/// `in_initial_list` adds, then exactly the events dispatched after its
+/// snapshot: no gap and no duplicate, checked by resourceVersion against a
+/// listener that was there from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i6_listener_added_mid_churn_gets_replay_then_live_without_gap_or_duplicate() {
+    let p = Arc::new(Pipeline::new());
+    p.fifo
+        .replace((0..300).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    let (rec, mut ref_rx) = recorder();
+    let _reference = p
+        .processor
+        .add_listener(cfg("reference", 1 << 22), rec)
+        .unwrap();
+
+    let counter = Arc::new(AtomicU64::new(301));
+    let churn = {
+        let p = p.clone();
+        let counter = counter.clone();
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(6);
+            for _ in 0..40_000 {
+                let v = counter.fetch_add(1, Ordering::SeqCst);
+                let name = format!("p{}", rng.random_range(0..400));
+                if rng.random_range(0..10) == 0 {
+                    p.fifo.delete(pod(&name, v, ""));
+                } else {
+                    p.fifo.update(pod(&name, v, "c"));
+                }
+                p.drain();
+            }
+        })
+    };
+    // Subscribe mid-churn.
+    while counter.load(Ordering::SeqCst) < 10_000 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (rec, mut new_rx) = recorder();
+    let late = p.processor.add_listener(cfg("late", 1 << 22), rec).unwrap();
+    churn.join().unwrap();
+
+    // Receive until both listeners' views equal the cache.
+    let want = cache_view(&p.indexer);
+    let mut reference: Vec<NotificationRef> = Vec::new();
+    let mut ref_view = View::default();
+    while ref_view.0 != want {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(60), ref_rx.recv())
+            .await
+            .expect("reference listener stalled")
+            .unwrap();
+        ref_view.apply(&n);
+        reference.push(n);
+    }
+    let mut late_log: Vec<NotificationRef> = Vec::new();
+    let mut late_view = View::default();
+    while late_view.0 != want {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(60), new_rx.recv())
+            .await
+            .expect("late listener stalled")
+            .unwrap();
+        late_view.apply(&n);
+        late_log.push(n);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok((n, _)) = ref_rx.try_recv() {
+        reference.push(n);
+    }
+    while let Ok((n, _)) = new_rx.try_recv() {
+        late_log.push(n);
+    }
+    let mut replay = BTreeMap::new();
+    let mut live: Vec<NotificationRef> = Vec::new();
+    for n in late_log {
+        if n.in_initial_list && live.is_empty() {
+            assert_eq!(n.kind, EventKind::Added);
+            assert!(
+                replay.insert(n.key.to_string(), rv(&n.object)).is_none(),
+                "duplicate in replay"
+            );
+        } else {
+            assert!(!n.in_initial_list, "replay item after a live event");
+            live.push(n);
+        }
+    }
+    assert!(
+        !live.is_empty(),
+        "churn ended before the listener was added"
+    );
+    // Locate the first live event in the reference stream.
+    let first = &live[0];
+    let pos = reference
+        .iter()
+        .position(|n| {
+            n.key == first.key && rv(&n.object) == rv(&first.object) && n.kind == first.kind
+        })
+        .expect("first live event is not in the reference stream");
+    // Replay == state after reference[..pos].
+    let mut before = View::default();
+    for n in &reference[..pos] {
+        before.apply(n);
+    }
+    assert_eq!(
+        replay, before.0,
+        "replay is not the state just before the first live event"
+    );
+    // Live == reference[pos..], exactly.
+    let tail: Vec<(String, u64, EventKind)> = reference[pos..]
+        .iter()
+        .map(|n| (n.key.to_string(), rv(&n.object), n.kind))
+        .collect();
+    let got: Vec<(String, u64, EventKind)> = live
+        .iter()
+        .map(|n| (n.key.to_string(), rv(&n.object), n.kind))
+        .collect();
+    assert_eq!(
+        got.len(),
+        tail.len(),
+        "gap or duplicate between replay and live"
+    );
+    assert_eq!(got, tail);
+    assert!(late.has_synced());
+    eprintln!(
+        "I6: replay {} objects, then {} live events",
+        replay.len(),
+        live.len()
+    );
+}
+
+/// Delivery::Restarted: the listener replays the cache into the handler before
+/// any further live event (I6/I7), and the view is again the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_handler_gets_a_replay_before_live_events() {
+    struct FailOnce {
+        failed: bool,
+        tx: mpsc::UnboundedSender<NotificationRef>,
+    }
+    impl Handler for FailOnce {
+        async fn handle(&mut self, n: NotificationRef) -> Delivery {
+            if !self.failed && !n.in_initial_list {
+                self.failed = true;
+                return Delivery::Restarted;
+            }
+            let _ = self.tx.send(n);
+            Delivery::Ok
+        }
+    }
+    let p = Pipeline::new();
+    p.fifo
+        .replace((0..50).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(cfg("r", 1024), FailOnce { failed: false, tx })
+        .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        got.push(rx.recv().await.unwrap());
+    }
+    assert!(got.iter().all(|n| n.in_initial_list));
+    p.fifo.update(pod("p7", 100, "x")); // handler "dies" on this one
+    p.drain();
+    let mut replay = BTreeMap::new();
+    for _ in 0..50 {
+        let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n.in_initial_list && n.kind == EventKind::Added);
+        replay.insert(n.key.to_string(), rv(&n.object));
+    }
+    assert_eq!(
+        replay,
+        cache_view(&p.indexer),
+        "replay after restart is the current cache"
+    );
+    assert_eq!(replay["ns2/p7"], 100);
+    p.fifo.update(pod("p8", 101, "y"));
+    p.drain();
+    let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!n.in_initial_list);
+    assert_eq!(rv(&n.object), 101);
+    assert_eq!(h.stats().snapshot().restarts, 1);
+}
+
+/// Per-listener resync: only the listener that is due receives Synced, and
+/// only for keys not already queued in the FIFO.
+#[tokio::test(start_paused = true)]
+async fn resync_goes_only_to_listeners_that_are_due() {
+    let p = Pipeline::new();
+    p.fifo
+        .replace((0..10).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    let (rec_a, mut rx_a) = recorder();
+    let (rec_b, mut rx_b) = recorder();
+    let mut ca = cfg("a", 1024);
+    ca.resync = Some(Duration::from_secs(10));
+    let mut cb = cfg("b", 1024);
+    cb.resync = Some(Duration::from_secs(60));
+    let _a = p.processor.add_listener(ca, rec_a).unwrap();
+    let _b = p.processor.add_listener(cb, rec_b).unwrap();
+    for _ in 0..10 {
+        rx_a.recv().await.unwrap();
+        rx_b.recv().await.unwrap();
+    }
+    tokio::time::advance(Duration::from_secs(11)).await;
+    p.fifo.update(pod("p3", 50, "queued")); // queued: must not also get a Sync
+    assert!(p.processor.should_resync(tokio::time::Instant::now()));
+    assert_eq!(p.fifo.resync(), 9);
+    p.drain();
+    let mut synced_a = 0;
+    let mut updated_a = 0;
+    for _ in 0..10 {
+        let (n, _) = rx_a.recv().await.unwrap();
+        match n.kind {
+            EventKind::Synced => synced_a += 1,
+            EventKind::Updated => updated_a += 1,
+            k => panic!("unexpected {k:?}"),
+        }
+    }
+    assert_eq!((synced_a, updated_a), (9, 1));
+    let (n, _) = rx_b.recv().await.unwrap();
+    assert_eq!(
+        n.kind,
+        EventKind::Updated,
+        "listener b is not due and gets no Sync"
+    );
+    tokio::task::yield_now().await;
+    assert!(rx_b.try_recv().is_err());
+}
+
+/// Per-listener filters: a namespace/label-filtered listener sees an update that
+/// leaves its selector as a delete and one that enters it as an add.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_listener_sees_its_view_only() {
+    let p = Pipeline::new();
+    p.fifo.replace(vec![]);
+    p.drain();
+    let (rec, mut rx) = recorder();
+    let mut c = cfg("f", 1024);
+    c.label_selector = Some("app=a1".into());
+    let _h = p.processor.add_listener(c, rec).unwrap();
+    // rv odd => label app=a1, rv even => app=a0 (see `pod`).
+    p.fifo.add(pod("x", 1, ""));
+    p.drain();
+    p.fifo.update(pod("x", 2, ""));
+    p.drain();
+    p.fifo.update(pod("x", 3, ""));
+    p.drain();
+    p.fifo.add(pod("y", 4, ""));
+    p.drain();
+    let mut kinds = Vec::new();
+    for _ in 0..3 {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        kinds.push((n.kind, rv(&n.object)));
+    }
+    assert_eq!(
+        kinds,
+        vec![
+            (EventKind::Added, 1),
+            (EventKind::Deleted, 2),
+            (EventKind::Added, 3)
+        ]
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(rx.try_recv().is_err(), "y (app=a0) must not be delivered");
+}
+
+/// HasSynced per listener: true only after the informer synced and the listener
+/// handled the initial state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listener_has_synced_after_handling_the_initial_list() {
+    let p = Pipeline::new();
+    let permits = Arc::new(Semaphore::new(0));
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(
+            cfg("g", 1024),
+            Gated {
+                permits: permits.clone(),
+                tx,
+            },
+        )
+        .unwrap();
+    p.fifo
+        .replace((0..5).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    assert!(p.processor.has_synced());
+    assert!(
+        !h.has_synced(),
+        "listener has not handled the initial list yet"
+    );
+    permits.add_permits(4);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!h.has_synced());
+    permits.add_permits(1);
+    wait_until("listener synced", || h.has_synced()).await;
+}
+
+/// I4/I6: a listener too small for the initial list still receives every
+/// initial object flagged `in_initial_list`, and syncs once it has them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflowed_initial_list_keeps_in_initial_list() {
+    let p = Pipeline::new();
+    let permits = Arc::new(Semaphore::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(
+            cfg("small", 4),
+            Gated {
+                permits: permits.clone(),
+                tx,
+            },
+        )
+        .unwrap();
+    p.fifo
+        .replace((0..50).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    assert!(h.stats().snapshot().overflowed > 0);
+    assert!(!h.has_synced());
+    permits.add_permits(1 << 20);
+    let mut keys = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.kind, EventKind::Added);
+        assert!(n.in_initial_list, "{} lost in_initial_list", n.key);
+        keys.insert(n.key.to_string());
+    }
+    assert_eq!(keys.len(), 50);
+    wait_until("listener synced", || h.has_synced()).await;
+}
