@@ -122,3 +122,79 @@ fn sim_serves_and_writes_a_kubeconfig() {
     sim.terminate();
     assert!(sim.wait_exit(Duration::from_secs(60)).success());
 }
+
+#[test]
+fn run_uses_the_kubeconfig_and_context() {
+    // A simulator stands in for the cluster; `run` finds it through KUBECONFIG
+    // and --context, exactly as it would a real cluster.
+    let fx = Fixture::new("");
+    fx.write(
+        "wasm/counter.wasm",
+        std::fs::read(plugin_artifacts::POD_READY_COUNTER).unwrap(),
+    );
+    fx.write(
+        "plugins/counter.toml",
+        "name = \"counter\"\nwasm = \"../wasm/counter.wasm\"\nresources = [\"v1/pods\"]\nread = [\"v1/pods\"]\n",
+    );
+    let kc = fx.path("kubeconfig");
+    let mut sim = HostProc::spawn(&[
+        "sim",
+        "--listen",
+        "127.0.0.1:0",
+        "--kubeconfig-out",
+        kc.to_str().unwrap(),
+    ]);
+    sim.wait_line(&["wasm-informer: simulator at http://"], LONG);
+
+    let report = fx.path("r.json");
+    let mut cmd = bin();
+    cmd.env("KUBECONFIG", &kc).args([
+        "run",
+        "--config",
+        fx.dir().to_str().unwrap(),
+        "--context",
+        "apisim",
+        "--duration",
+        "5",
+        "--report",
+        report.to_str().unwrap(),
+        "--status",
+        "never",
+    ]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(
+        r["plugins"]["counter"]["delivered"]["added"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{r}"
+    );
+    assert_eq!(r["informers"]["v1/pods"]["synced"], true);
+
+    let mut cmd = bin();
+    cmd.env("KUBECONFIG", &kc).args([
+        "run",
+        "--config",
+        fx.dir().to_str().unwrap(),
+        "--context",
+        "nope",
+        "--duration",
+        "1",
+    ]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("error: kubeconfig context \"nope\": "),
+        "{err}"
+    );
+    sim.terminate();
+    assert!(sim.wait_exit(Duration::from_secs(60)).success());
+}
