@@ -88,7 +88,11 @@ build_rust() {
     # The same profile and target directory as host/guest-artifacts, which builds
     # the Rust guests for the tests: the two share compiled crates, and neither
     # waits on the lock of the host build's target directory.
-    local tdir="${CARGO_TARGET_DIR:-$ROOT/target}/guests"
+    # One guest directory per checkout, named as host/guest-artifacts names it.
+    local checkout="${ROOT#/}"
+    checkout="${checkout%/}"
+    checkout="${checkout//[\/:\\]/_}"
+    local tdir="${WASM_INFORMER_GUEST_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/guests/$checkout}"
     (cd "$ROOT" && env -u CARGO_TARGET_DIR cargo build --profile guest --target wasm32-wasip2 \
         --target-dir "$tdir" -p "$crate" -j 2 --quiet)
     local built="$tdir/wasm32-wasip2/guest/${crate//-/_}.wasm"
