@@ -264,6 +264,7 @@ async fn i4_stuck_listener_memory_is_bounded_by_keys() {
         .collect();
     let mut rng = StdRng::seed_from_u64(4);
     let mut max_pending = 0;
+    let t0 = Instant::now();
     for i in 0..EVENTS {
         let o = versions[rng.random_range(0..versions.len())].clone();
         p.fifo.update(o);
@@ -273,9 +274,12 @@ async fn i4_stuck_listener_memory_is_bounded_by_keys() {
             assert!(stuck.queued() <= 1024);
         }
     }
+    let took = t0.elapsed();
     let s = stuck.stats().snapshot();
     eprintln!(
-        "I4: {EVENTS} events over {KEYS} keys; stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        "I4: {EVENTS} events over {KEYS} keys in {took:?} ({:.0} events/s through FIFO + Indexer + dispatch); \
+         stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        EVENTS as f64 / took.as_secs_f64(),
         s.queue_depth, s.max_depth, s.pending_keys, s.max_pending_keys, s.overflowed, s.coalesced
     );
     assert!(
