@@ -4,7 +4,7 @@
 #   scripts/build-plugins.sh [-f] [NAME...]
 #
 # Builds each plugin folder into target/plugins/<folder-name>.wasm:
-#   plugins/<name>/Cargo.toml  Rust    cargo build --release --target wasm32-wasip2
+#   plugins/<name>/Cargo.toml  Rust    cargo build --profile guest --target wasm32-wasip2
 #   plugins/<name>/plugin.js   JS      componentize-js (sdk/js/build.mjs)
 #   plugins/<name>/app.py      Python  componentize-py, with sdk/python on the path
 #   plugins/<name>/plugin.c    C       wit-bindgen c + clang-19 + wasm-component-ld
@@ -85,9 +85,17 @@ build_rust() {
     local crate
     crate="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)"
     [ -n "$crate" ] || die "$dir/Cargo.toml: no [package] name"
-    local tdir="${CARGO_TARGET_DIR:-$ROOT/target}"
-    cargo build --release --target wasm32-wasip2 --manifest-path "$dir/Cargo.toml" -j 2 --quiet
-    local built="$tdir/wasm32-wasip2/release/${crate//-/_}.wasm"
+    # The same profile and target directory as host/guest-artifacts, which builds
+    # the Rust guests for the tests: the two share compiled crates, and neither
+    # waits on the lock of the host build's target directory.
+    # One guest directory per checkout, named as host/guest-artifacts names it.
+    local checkout="${ROOT#/}"
+    checkout="${checkout%/}"
+    checkout="${checkout//[\/:\\]/_}"
+    local tdir="${WASM_INFORMER_GUEST_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/guests/$checkout}"
+    (cd "$ROOT" && env -u CARGO_TARGET_DIR cargo build --profile guest --target wasm32-wasip2 \
+        --target-dir "$tdir" -p "$crate" -j 2 --quiet)
+    local built="$tdir/wasm32-wasip2/guest/${crate//-/_}.wasm"
     [ -f "$built" ] || die "$name: cargo built no $built (is the crate a cdylib?)"
     cp "$built" "$out"
 }

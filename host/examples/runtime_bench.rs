@@ -4,7 +4,8 @@
 //! Run: `cargo run --release -p wasm-informer --example runtime_bench`
 //! (optionally `-- EVENTS`). It reports:
 //! - sync: `PluginInstance::handle` on this thread (conversion + call);
-//! - call only: the call with an event converted once;
+//! - call only: the call with an event converted once (and with a tiny event,
+//!   the fixed cost of a call);
 //! - runner: through `PluginRunner` (the plugin's own thread, a channel and a
 //!   oneshot per event), as a listener drives it;
 //! - instantiation time with the on-demand and the pooling allocator.
@@ -68,7 +69,8 @@ fn pod_3kb() -> ObjectRef {
             "resourceVersion": "123456",
             "creationTimestamp": "2026-01-01T00:00:00Z",
             "labels": {"app": "web", "tier": "frontend", "pod-template-hash": "7d9f8c6b5", "team": "payments"},
-            "annotations": {"checksum/config": "a".repeat(64), "prometheus.io/scrape": "true"},
+            "annotations": {"checksum/config": "a".repeat(64), "prometheus.io/scrape": "true",
+                            "deployment.kubernetes.io/revision": "12", "description": "d".repeat(700)},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8c6b5", "uid": "5c1d2e3f-0000-1111-2222-333344445555", "controller": true}],
         },
         "spec": {"nodeName": "node-17", "serviceAccountName": "web", "containers": containers,
@@ -160,6 +162,31 @@ fn main() {
             "[{label}] call only (pre-converted):    {}",
             rate(events, t.elapsed())
         );
+
+        // The fixed cost of a call: an event with a tiny object (no labels,
+        // annotations or owners, 40 bytes of JSON).
+        let tiny = Arc::new(
+            Object::from_json(
+                br#"{"metadata":{"name":"t","namespace":"n"}}"#,
+                &Transform::default(),
+            )
+            .unwrap(),
+        );
+        let ev = convert::event(&Notification {
+            object: tiny,
+            ..n.clone()
+        });
+        let t = Instant::now();
+        for _ in 0..events {
+            if i.call(&ev) != CallOutcome::Ok {
+                panic!("noop failed");
+            }
+        }
+        println!(
+            "[{label}] call only, tiny event:        {}",
+            rate(events, t.elapsed())
+        );
+        println!("[{label}] fuel per tiny event: {}", i.fuel_consumed());
     }
 
     let engine = PluginEngine::new(EngineConfig::default()).unwrap();

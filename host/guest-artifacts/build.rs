@@ -1,7 +1,7 @@
 //! Builds every Rust guest (plugins and check fixtures) for `wasm32-wasip2` with
-//! a nested `cargo build --release`, in its own target directory
-//! (`<target>/guests`) so it never waits on the lock the outer build holds, and
-//! writes their paths as constants.
+//! a nested `cargo build --profile guest`, in its own target directory
+//! (`<target>/guests/<checkout>`) so it never waits on the lock the outer build
+//! holds, and writes their paths as constants.
 
 use std::env;
 use std::fmt::Write as _;
@@ -19,6 +19,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("log-flood", "LOG_FLOOD"),
     ("slow", "SLOW"),
     ("sandbox-probe", "SANDBOX_PROBE"),
+    ("echo", "ECHO"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),
@@ -32,14 +33,21 @@ fn main() {
         .expect("host/guest-artifacts sits two levels below the workspace root")
         .to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
-    // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out.
+    // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out. Checkouts that
+    // share one target directory get one guest directory each, so one never
+    // overwrites another's components.
+    let checkout = root
+        .to_string_lossy()
+        .trim_matches('/')
+        .replace(['/', '\\', ':'], "_");
     let target_dir = match env::var_os("WASM_INFORMER_GUEST_TARGET_DIR") {
         Some(d) => PathBuf::from(d),
         None => out_dir
             .ancestors()
             .nth(4)
             .expect("OUT_DIR has the usual depth")
-            .join("guests"),
+            .join("guests")
+            .join(checkout),
     };
 
     for dir in ["sdk/rust", "plugins", "wit"] {

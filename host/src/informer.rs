@@ -12,6 +12,44 @@
 //! - the controller loop is the FIFO's only consumer and calls HandleDeltas for
 //!   one key at a time, so Indexer updates are applied in FIFO order (I2);
 //! - HasSynced becomes true once the first list has been popped and processed.
+//!
+//! Wiring, as the host does it:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use wasm_informer::handler::{Delivery, Handler};
+//! # use wasm_informer::notification::NotificationRef;
+//! # struct Plugin;
+//! # impl Handler for Plugin {
+//! #     async fn handle(&mut self, _n: NotificationRef) -> Delivery { Delivery::Ok }
+//! # }
+//! # async fn demo(kubeconfig_yaml: &str) -> Result<(), Box<dyn std::error::Error>> {
+//! use wasm_informer::cache_view::CacheView;
+//! use wasm_informer::informer::{InformerConfig, InformerRegistry};
+//! use wasm_informer::listener::ListenerConfig;
+//! use wasm_informer::reflector::client_from_kubeconfig_yaml;
+//!
+//! let client = client_from_kubeconfig_yaml(kubeconfig_yaml).await?;
+//! let registry = InformerRegistry::new(client, InformerConfig::default());
+//! let handle = registry
+//!     .add_listener(
+//!         "v1/pods",
+//!         ListenerConfig { name: "my-plugin".into(), capacity: 1024, ..Default::default() },
+//!         Plugin,
+//!     )
+//!     .await?;
+//! // A resource a plugin only reads: keep its informer running with a lease.
+//! let _lease = registry.acquire("apps/v1/deployments").await?;
+//! let cache: Arc<dyn CacheView> = registry.clone();
+//! let _pods = cache.list("v1/pods", Some("default"), Some("app in (web,api)"))?;
+//! let stats = handle.stats().snapshot(); // delivered by kind, overflowed, coalesced, depth...
+//! let informers = registry.stats(); // objects, last_sync_resource_version, lists, ...
+//! # let _ = (stats, informers);
+//! handle.remove(); // the last user leaving stops the informer
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -458,6 +496,15 @@ impl InformerRegistry {
             .map(|(k, e)| (k.clone(), e.informer.clone()))
             .collect();
         infs.into_iter().map(|(k, i)| (k, i.stats())).collect()
+    }
+
+    /// Stops every informer now (for shutdown). Handles and leases still held
+    /// become inert.
+    pub fn stop_all(&self) {
+        let all: Vec<RegEntry> = self.running.lock().drain().map(|(_, e)| e).collect();
+        for e in all {
+            e.informer.stop();
+        }
     }
 
     fn cache(&self, resource: &str) -> Result<Arc<SharedInformer>, CacheError> {

@@ -7,13 +7,13 @@
 //! changed, so that it later receives the final state of each such key.
 //!
 //! Invariants:
-//! - I1: [`ListenerShared::push`] is O(1) (one map or queue operation under the
+//! - I1: `ListenerShared::push` is O(1) (one map or queue operation under the
 //!   listener's own mutex) and never awaits anything.
 //! - I3: while the queue has room and no key is pending, notifications are queued
 //!   in dispatch order; per-key order always holds (a pending key is resolved only
 //!   after every notification queued before it was taken).
 //! - I4: at most `capacity` full notifications are queued; on overflow the only
-//!   growth is one [`DirtyEntry`] per distinct key.
+//!   growth is one `DirtyEntry` per distinct key.
 //! - I5: a pending key is resolved against the Indexer while the dispatcher is
 //!   excluded, to the current object (`Added` if the handler never knew the key,
 //!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
@@ -22,11 +22,13 @@
 //!   taken while the dispatcher is excluded; it supersedes everything queued or
 //!   pending, and every later notification follows it.
 
+#![warn(missing_docs)]
+
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -113,24 +115,107 @@ pub struct ListenerStats {
     pub handler_errors: AtomicU64,
     /// `Delivery::Restarted` results (each followed by a replay).
     pub restarts: AtomicU64,
+    /// Handler panics (the listener closes after one).
+    pub panics: AtomicU64,
+    /// Time from a notification entering the listener (queued, resolved or
+    /// snapshotted) to its handler returning.
+    pub latency: LatencyHistogram,
+}
+
+/// Number of buckets: four per power of two, up to about 2^32 µs (71 min).
+const LATENCY_BUCKETS: usize = 128;
+
+/// A lock-free latency histogram in microseconds with four buckets per power
+/// of two (quantiles are accurate to about 19%).
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS],
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl LatencyHistogram {
+    fn bucket(us: u64) -> usize {
+        (((us as f64) + 1.0).log2() * 4.0) as usize
+    }
+
+    /// Records one sample.
+    pub fn record(&self, d: Duration) {
+        let i = Self::bucket(d.as_micros().min(u64::MAX as u128) as u64).min(LATENCY_BUCKETS - 1);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Number of samples.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The `q` quantile (0..=1) in microseconds: the upper bound of the bucket
+    /// holding it; 0 without samples.
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return (2f64.powf((i + 1) as f64 / 4.0) - 1.0).ceil() as u64;
+            }
+        }
+        u64::MAX
+    }
 }
 
 /// A copy of [`ListenerStats`] at one moment.
+/// Field names follow the report JSON where they overlap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ListenerStatsSnapshot {
+    /// See [`ListenerStats::added`].
     pub added: u64,
+    /// See [`ListenerStats::updated`].
     pub updated: u64,
+    /// See [`ListenerStats::deleted`].
     pub deleted: u64,
+    /// See [`ListenerStats::synced`].
     pub synced: u64,
+    /// See [`ListenerStats::replayed`].
     pub replayed: u64,
+    /// See [`ListenerStats::overflowed`].
     pub overflowed: u64,
+    /// See [`ListenerStats::coalesced`].
     pub coalesced: u64,
+    /// See [`ListenerStats::queue_depth`].
     pub queue_depth: u64,
+    /// See [`ListenerStats::max_depth`].
     pub max_depth: u64,
+    /// See [`ListenerStats::pending_keys`].
     pub pending_keys: u64,
+    /// See [`ListenerStats::max_pending_keys`].
     pub max_pending_keys: u64,
+    /// See [`ListenerStats::handler_errors`].
     pub handler_errors: u64,
+    /// See [`ListenerStats::restarts`].
     pub restarts: u64,
+    /// See [`ListenerStats::panics`].
+    pub panics: u64,
+    /// Median latency from entering the listener to the handler returning, µs.
+    pub latency_p50_us: u64,
+    /// 99th percentile of that latency, µs.
+    pub latency_p99_us: u64,
 }
 
 impl ListenerStats {
@@ -151,6 +236,9 @@ impl ListenerStats {
             max_pending_keys: r(&self.max_pending_keys),
             handler_errors: r(&self.handler_errors),
             restarts: r(&self.restarts),
+            panics: r(&self.panics),
+            latency_p50_us: self.latency.quantile_us(0.5),
+            latency_p99_us: self.latency.quantile_us(0.99),
         }
     }
 
@@ -173,6 +261,9 @@ pub(crate) struct DirtyEntry {
     known: bool,
     /// The object of the last overflowed delete, if any.
     tomb: Option<ObjectRef>,
+    /// The first overflowed notification was part of the initial list, so the
+    /// resolved add keeps `in_initial_list`.
+    initial: bool,
 }
 
 /// The dispatcher's exclusion: held while the Indexer is updated and a
@@ -188,7 +279,9 @@ pub(crate) struct DispatchGate {
 #[derive(Default)]
 struct State {
     replay: VecDeque<ObjectRef>,
-    queue: VecDeque<NotificationRef>,
+    queue: VecDeque<(NotificationRef, Instant)>,
+    /// When the pending replay was snapshotted.
+    replay_since: Option<Instant>,
     dirty: HashMap<Arc<str>, DirtyEntry>,
     closed: bool,
     /// Items made available (replay + queued), and items handled.
@@ -328,7 +421,7 @@ impl ListenerShared {
             return;
         }
         if st.dirty.is_empty() && st.queue.len() < self.config.capacity {
-            st.queue.push_back(n);
+            st.queue.push_back((n, Instant::now()));
             st.accepted += 1;
         } else {
             self.stats.overflowed.fetch_add(1, Ordering::Relaxed);
@@ -350,6 +443,7 @@ impl ListenerShared {
                     v.insert(DirtyEntry {
                         known: n.kind != EventKind::Added,
                         tomb: deleted.then(|| n.object.clone()),
+                        initial: n.kind == EventKind::Added && n.in_initial_list,
                     });
                 }
             }
@@ -377,6 +471,7 @@ impl ListenerShared {
         st.dirty.clear();
         st.accepted += snap.len() as u64;
         st.replay = snap.into();
+        st.replay_since = Some(Instant::now());
         if informer_synced && !self.synced.load(Ordering::Relaxed) {
             st.sync_target = Some(st.accepted);
             st.sync_needs_drain = false;
@@ -426,7 +521,7 @@ impl ListenerShared {
 
     /// The next notification for the handler, waiting if there is none.
     /// `None` once closed.
-    pub(crate) async fn next(&self) -> Option<NotificationRef> {
+    pub(crate) async fn next(&self) -> Option<(NotificationRef, Instant)> {
         loop {
             let notified = self.notify.notified();
             {
@@ -435,7 +530,8 @@ impl ListenerShared {
                     return None;
                 }
                 if let Some(obj) = st.replay.pop_front() {
-                    return Some(Arc::new(Notification {
+                    let since = st.replay_since.unwrap_or_else(Instant::now);
+                    let n = Arc::new(Notification {
                         kind: EventKind::Added,
                         resource: self.resource.clone(),
                         key: Arc::from(obj.key()),
@@ -443,11 +539,12 @@ impl ListenerShared {
                         old: None,
                         in_initial_list: true,
                         final_state_unknown: false,
-                    }));
+                    });
+                    return Some((n, since));
                 }
-                if let Some(n) = st.queue.pop_front() {
+                if let Some(item) = st.queue.pop_front() {
                     self.set_depth(&st);
-                    return Some(n);
+                    return Some(item);
                 }
                 if st.dirty.is_empty() {
                     if st.sync_needs_drain {
@@ -473,6 +570,7 @@ impl ListenerShared {
         if st.closed || !st.queue.is_empty() || !st.replay.is_empty() {
             return;
         }
+        let now = Instant::now();
         // A key may resolve to two notifications (a delete and a re-create).
         let budget = (self.config.capacity / 2).max(1);
         let keys: Vec<Arc<str>> = st.dirty.keys().take(budget).cloned().collect();
@@ -480,6 +578,7 @@ impl ListenerShared {
             let Some(entry) = st.dirty.remove(&key) else {
                 continue;
             };
+            let initial = entry.initial;
             let current = self.gate.indexer.get(&key).filter(|o| self.wants(o));
             let mk = |kind, object: ObjectRef, fsu| {
                 Arc::new(Notification {
@@ -488,7 +587,7 @@ impl ListenerShared {
                     key: key.clone(),
                     object,
                     old: None,
-                    in_initial_list: false,
+                    in_initial_list: kind == EventKind::Added && initial,
                     final_state_unknown: fsu,
                 })
             };
@@ -500,21 +599,24 @@ impl ListenerShared {
                         .is_some_and(|t| t.meta.uid != obj.meta.uid);
                     if replaced {
                         let tomb = entry.tomb.clone().expect("checked");
-                        st.queue.push_back(mk(EventKind::Deleted, tomb, true));
-                        st.queue.push_back(mk(EventKind::Added, obj, false));
+                        st.queue
+                            .push_back((mk(EventKind::Deleted, tomb, true), now));
+                        st.queue.push_back((mk(EventKind::Added, obj, false), now));
                         st.accepted += 2;
                     } else {
-                        st.queue.push_back(mk(EventKind::Updated, obj, false));
+                        st.queue
+                            .push_back((mk(EventKind::Updated, obj, false), now));
                         st.accepted += 1;
                     }
                 }
                 (Some(obj), false) => {
-                    st.queue.push_back(mk(EventKind::Added, obj, false));
+                    st.queue.push_back((mk(EventKind::Added, obj, false), now));
                     st.accepted += 1;
                 }
                 (None, true) => {
                     let tomb = entry.tomb.unwrap_or_else(|| tombstone(&key));
-                    st.queue.push_back(mk(EventKind::Deleted, tomb, true));
+                    st.queue
+                        .push_back((mk(EventKind::Deleted, tomb, true), now));
                     st.accepted += 1;
                 }
                 (None, false) => {}
@@ -581,13 +683,49 @@ fn tombstone(key: &str) -> ObjectRef {
 
 /// The listener's task: feeds notifications to the handler one at a time and
 /// replays the cache into it after [`Delivery::Restarted`].
+/// A handler that panics is not called again: the listener closes (its queue is
+/// freed and it stops accepting notifications) and `panics` counts it.
 pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut handler: H) {
-    while let Some(n) = shared.next().await {
-        let delivery = handler.handle(n.clone()).await;
+    use futures::FutureExt;
+    while let Some((n, since)) = shared.next().await {
+        let delivery = match std::panic::AssertUnwindSafe(handler.handle(n.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(d) => d,
+            Err(_) => {
+                tracing::error!(listener = %shared.config.name, key = %n.key, "handler panicked; listener closed");
+                shared.stats.panics.fetch_add(1, Ordering::Relaxed);
+                shared.close();
+                return;
+            }
+        };
+        shared.stats.latency.record(since.elapsed());
         shared.consumed(&n, &delivery);
         if delivery == Delivery::Restarted {
             let _gate = shared.gate.lock.lock();
             shared.load_snapshot_locked();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_are_within_a_bucket() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.quantile_us(0.5), 0);
+        for _ in 0..98 {
+            h.record(Duration::from_micros(100));
+        }
+        h.record(Duration::from_millis(10));
+        h.record(Duration::from_millis(10));
+        assert_eq!(h.count(), 100);
+        let p50 = h.quantile_us(0.5);
+        assert!((100..=120).contains(&p50), "{p50}");
+        let p99 = h.quantile_us(0.99);
+        assert!((10_000..=12_000).contains(&p99), "{p99}");
     }
 }

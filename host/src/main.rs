@@ -1,82 +1,312 @@
-//! The `wasm-informer` command line. Each subcommand is a thin shell over a
-//! library function that returns a report or a typed error.
+//! The `wasm-informer` binary: parses the command line and runs `run`, `sim` or
+//! `check`.
 //!
-//! Invariant: every failure prints one clear line naming the file and the
-//! reason on stderr and exits non-zero.
+//! Invariant: every failure prints one clear line naming the file and the reason
+//! on stderr and exits non-zero (2 for bad configuration or input, 1 for runtime
+//! failures); `run` exits 0 after a clean stop (duration elapsed, SIGINT or
+//! SIGTERM), having written the report when asked.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use wasm_informer::cli::{CheckArgs, Cli, Command, RunArgs, SimArgs, StatusMode};
+use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
+use wasm_informer::host::{Host, HostOptions};
+use wasm_informer::metrics::{MetricsServer, Observe};
 use wasm_informer::runtime::{check_file, EngineConfig, PluginEngine};
+use wasm_informer::sim::EmbeddedSim;
 
-#[derive(Parser)]
-#[command(
-    name = "wasm-informer",
-    version,
-    about = "Shared Kubernetes informers feeding sandboxed WebAssembly event handlers"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
-#[derive(Subcommand)]
-enum Command {
-    /// Validates a plugin component (FILE.wasm) or the component a manifest
-    /// (MANIFEST.toml) names; prints its world, imports and exports.
-    Check {
-        /// The component or manifest.
-        file: PathBuf,
-        /// Compilation cache directory (speeds up checking large components).
-        #[arg(long, env = "WASM_INFORMER_CACHE_DIR")]
-        cache_dir: Option<PathBuf>,
-    },
+/// A failure with its exit code.
+struct Failure {
+    code: u8,
+    message: String,
 }
 
-/// The `wasm` key of a manifest, resolved relative to the manifest.
-fn wasm_of_manifest(manifest: &Path) -> Result<PathBuf, String> {
-    let text = std::fs::read_to_string(manifest)
-        .map_err(|e| format!("{}: cannot read manifest: {e}", manifest.display()))?;
-    let doc: toml::Table =
-        toml::from_str(&text).map_err(|e| format!("{}: invalid TOML: {e}", manifest.display()))?;
-    let wasm = doc
-        .get("wasm")
-        .ok_or_else(|| format!("{}: missing key `wasm`", manifest.display()))?
-        .as_str()
-        .ok_or_else(|| format!("{}: key `wasm` must be a string", manifest.display()))?;
-    let base = manifest.parent().unwrap_or(Path::new("."));
-    Ok(base.join(wasm))
+impl Failure {
+    fn config(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: 2,
+            message: message.to_string(),
+        }
+    }
+    fn runtime(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: 1,
+            message: message.to_string(),
+        }
+    }
 }
 
-fn check(file: &Path, cache_dir: Option<PathBuf>) -> Result<String, String> {
-    let wasm = if file.extension().is_some_and(|e| e == "toml") {
-        wasm_of_manifest(file)?
+/// Resolves on SIGINT or SIGTERM.
+async fn termination() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return "SIGINT";
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
+}
+
+async fn kube_client(context: Option<&str>) -> Result<kube::Client, Failure> {
+    let mut config = match context {
+        Some(ctx) => {
+            let opts = kube::config::KubeConfigOptions {
+                context: Some(ctx.to_string()),
+                ..Default::default()
+            };
+            kube::Config::from_kubeconfig(&opts)
+                .await
+                .map_err(|e| Failure::config(format!("kubeconfig context {ctx:?}: {e}")))?
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            Failure::config(format!(
+                "no cluster configuration (kubeconfig or in-cluster): {e}"
+            ))
+        })?,
+    };
+    // The Reflector retries with its own backoff and honours Retry-After.
+    config.default_retry = false;
+    kube::Client::try_from(config)
+        .map_err(|e| Failure::config(format!("cannot build a Kubernetes client: {e}")))
+}
+
+fn default_kubeconfig_path() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "wasm-informer-sim-{}.kubeconfig",
+        std::process::id()
+    ))
+}
+
+/// Waits until every running informer of a seeded resource holds as many objects
+/// as the simulator (after churn stopped), or `timeout` passes.
+async fn wait_converged(host: &Host, sim: &EmbeddedSim, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let want = sim.object_counts();
+        let stats = host.registry().stats();
+        let ok = stats
+            .iter()
+            .filter(|(id, _)| want.contains_key(*id))
+            .all(|(id, s)| s.has_synced && s.objects == want[id]);
+        if ok {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn run(args: RunArgs) -> Result<(), Failure> {
+    let mut config = ConfigDir::open(&args.config).map_err(Failure::config)?;
+    if let Some(addr) = args.metrics_addr {
+        config.host.metrics_addr = addr;
+    }
+    let mut sim = None;
+    let client = if args.sim {
+        let path = args
+            .kubeconfig_out
+            .clone()
+            .unwrap_or_else(default_kubeconfig_path);
+        let s = EmbeddedSim::start(
+            &config.host.sim,
+            "127.0.0.1:0".parse().expect("valid address"),
+            &path,
+        )
+        .await
+        .map_err(|e| Failure::runtime(format!("cannot start the embedded simulator: {e:#}")))?;
+        eprintln!(
+            "wasm-informer: simulated cluster at {}; try: kubectl --kubeconfig {} get pods -A",
+            s.url(),
+            path.display()
+        );
+        let c = s
+            .client()
+            .await
+            .map_err(|e| Failure::runtime(format!("simulator client: {e:#}")))?;
+        sim = Some(s);
+        c
     } else {
-        file.to_path_buf()
+        kube_client(args.context.as_deref()).await?
+    };
+
+    let host = Host::new(config.clone(), client, HostOptions::default())
+        .await
+        .map_err(Failure::config)?;
+    // Metrics first, so /readyz answers (not ready) while plugins compile.
+    let observe: Arc<dyn Observe> = host.clone();
+    let metrics = MetricsServer::start(config.host.metrics_addr, observe.clone())
+        .await
+        .map_err(Failure::config)?;
+    tracing::info!(addr = %metrics.addr(), "metrics on /metrics, health on /healthz and /readyz");
+    eprintln!(
+        "wasm-informer: metrics at http://{}/metrics",
+        metrics.addr()
+    );
+    host.reconcile().await;
+    host.start_reload()
+        .map_err(|e| Failure::runtime(format!("cannot watch {}: {e}", config.dir.display())))?;
+    eprintln!(
+        "wasm-informer: running {} plugin(s): {}",
+        host.plugin_names().len(),
+        host.plugin_names().join(", ")
+    );
+
+    let show_status = match args.status {
+        StatusMode::Always => true,
+        StatusMode::Never => false,
+        StatusMode::Auto => std::io::stdout().is_terminal(),
+    };
+    let status = show_status.then(|| wasm_informer::status::spawn(observe.clone()));
+
+    let why = match args.duration {
+        Some(secs) if secs.is_finite() && secs >= 0.0 => {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => "duration elapsed",
+                s = termination() => s,
+            }
+        }
+        Some(secs) => {
+            return Err(Failure::config(format!(
+                "--duration {secs}: must be a number of seconds >= 0"
+            )))
+        }
+        None => termination().await,
+    };
+    tracing::info!(reason = why, "shutting down");
+    if let Some(t) = status {
+        t.abort();
+    }
+
+    let mut sim_counts = Default::default();
+    if let Some(s) = sim.as_mut() {
+        s.stop_churn().await;
+        if !wait_converged(&host, s, Duration::from_secs(30)).await {
+            tracing::warn!(
+                "informers did not converge to the simulator's object counts within 30 s"
+            );
+        }
+        sim_counts = s.object_counts();
+    }
+    let mut report = host.shutdown().await;
+    report.simulator_objects = sim_counts;
+    metrics.stop().await;
+    if let Some(path) = &args.report {
+        report.write(path).map_err(|e| {
+            Failure::runtime(format!("{}: cannot write report: {e}", path.display()))
+        })?;
+        eprintln!("wasm-informer: report written to {}", path.display());
+    }
+    if let Some(s) = sim {
+        s.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn sim(args: SimArgs) -> Result<(), Failure> {
+    let settings = match &args.config {
+        Some(dir) => ConfigDir::open(dir).map_err(Failure::config)?.host.sim,
+        None => HostSettings::default().sim,
+    };
+    let s = EmbeddedSim::start(&settings, args.listen, &args.kubeconfig_out)
+        .await
+        .map_err(|e| Failure::runtime(format!("cannot start the simulator: {e:#}")))?;
+    eprintln!(
+        "wasm-informer: simulator at {}; kubeconfig written to {}",
+        s.url(),
+        args.kubeconfig_out.display()
+    );
+    match args.duration {
+        Some(secs) if secs.is_finite() && secs >= 0.0 => {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => {},
+                _ = termination() => {},
+            }
+        }
+        Some(secs) => {
+            return Err(Failure::config(format!(
+                "--duration {secs}: must be a number of seconds >= 0"
+            )))
+        }
+        None => {
+            termination().await;
+        }
+    }
+    s.shutdown().await;
+    Ok(())
+}
+
+/// The component a manifest names, after validating the whole manifest.
+fn wasm_of_manifest(manifest: &Path) -> Result<PathBuf, Failure> {
+    let m = PluginManifest::load(manifest, &Default::default()).map_err(Failure::config)?;
+    Ok(m.wasm)
+}
+
+fn check(args: CheckArgs) -> Result<String, Failure> {
+    let wasm = if args.file.extension().is_some_and(|e| e == "toml") {
+        wasm_of_manifest(&args.file)?
+    } else {
+        args.file.clone()
     };
     let engine = PluginEngine::new(EngineConfig {
-        cache_dir,
+        cache_dir: args.cache_dir,
         ..EngineConfig::default()
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(Failure::runtime)?;
     check_file(&engine, &wasm)
         .map(|r| r.to_string())
-        .map_err(|e| e.to_string())
+        .map_err(Failure::config)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Check { file, cache_dir } => match check(&file, cache_dir) {
-            Ok(report) => {
-                print!("{report}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    init_tracing();
+    let result = match cli.command {
+        Command::Check(a) => check(a).map(|report| print!("{report}")),
+        Command::Run(a) => runtime().and_then(|rt| rt.block_on(run(a))),
+        Command::Sim(a) => runtime().and_then(|rt| rt.block_on(sim(a))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))
 }

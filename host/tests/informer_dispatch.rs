@@ -85,6 +85,15 @@ impl Handler for Stuck {
     }
 }
 
+/// Consumes and forgets every notification.
+struct Discard;
+
+impl Handler for Discard {
+    async fn handle(&mut self, _n: NotificationRef) -> Delivery {
+        Delivery::Ok
+    }
+}
+
 /// Handles one notification per permit, recording each.
 struct Gated {
     permits: Arc<Semaphore>,
@@ -144,52 +153,38 @@ async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// I1: a listener that never consumes does not delay delivery to another one,
-/// and the dispatcher's throughput does not depend on it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn i1_stuck_listener_does_not_delay_others() {
-    const N: u64 = 50_000;
-    let objs: Vec<ObjectRef> = (0..N)
-        .map(|i| pod(&format!("p{}", i % 500), i + 1, ""))
-        .collect();
-
-    // Baseline: one recording listener only.
-    let base = Pipeline::new();
-    base.fifo.replace(vec![]);
-    base.drain();
-    let (rec, mut rx) = recorder();
-    let _h = base
-        .processor
-        .add_listener(cfg("rec", 1 << 20), rec)
-        .unwrap();
-    let t0 = Instant::now();
-    for o in &objs {
-        base.fifo.update(o.clone());
-        base.drain();
-    }
-    let baseline = t0.elapsed();
-    let mut got = 0;
-    while got < N {
-        rx.recv().await.unwrap();
-        got += 1;
-    }
-
-    // Same load with a never-consuming listener (capacity 64) beside it.
+/// One I1 round: dispatches `objs` to a recording listener, with or without a
+/// never-consuming neighbour; returns dispatch time, the recording listener's
+/// latencies (sorted) and the stuck listener's stats.
+async fn i1_round(
+    objs: &[ObjectRef],
+    with_stuck: bool,
+) -> (
+    Duration,
+    Vec<Duration>,
+    Option<wasm_informer::listener::ListenerStatsSnapshot>,
+) {
     let p = Pipeline::new();
     p.fifo.replace(vec![]);
     p.drain();
-    let stuck = p.processor.add_listener(cfg("stuck", 64), Stuck).unwrap();
+    // The neighbour is either stuck (capacity 64) or a consumer that keeps up.
+    let stuck = with_stuck.then(|| p.processor.add_listener(cfg("stuck", 64), Stuck).unwrap());
+    let _other = (!with_stuck).then(|| {
+        p.processor
+            .add_listener(cfg("discard", 1 << 20), Discard)
+            .unwrap()
+    });
     let (rec, mut rx) = recorder();
     let _h = p.processor.add_listener(cfg("rec", 1 << 20), rec).unwrap();
-    let mut sent_at = Vec::with_capacity(N as usize);
+    let mut sent_at = Vec::with_capacity(objs.len());
     let t0 = Instant::now();
-    for o in &objs {
+    for o in objs {
         sent_at.push(Instant::now());
         p.fifo.update(o.clone());
         p.drain();
     }
-    let with_stuck = t0.elapsed();
-    let mut latencies = Vec::with_capacity(N as usize);
+    let took = t0.elapsed();
+    let mut latencies = Vec::with_capacity(objs.len());
     let mut last_rv = 0;
     for sent in &sent_at {
         let (n, at) = tokio::time::timeout(Duration::from_secs(60), rx.recv())
@@ -202,11 +197,34 @@ async fn i1_stuck_listener_does_not_delay_others() {
         latencies.push(at.saturating_duration_since(*sent));
     }
     latencies.sort();
+    (took, latencies, stuck.map(|h| h.stats().snapshot()))
+}
+
+/// I1: a listener that never consumes does not delay delivery to another one,
+/// and the dispatcher's throughput does not depend on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i1_stuck_listener_does_not_delay_others() {
+    const N: u64 = 20_000;
+    let objs: Vec<ObjectRef> = (0..N)
+        .map(|i| pod(&format!("p{}", i % 500), i + 1, ""))
+        .collect();
+    // Alternate rounds and compare the best of each, so a burst of load from
+    // elsewhere on the machine does not decide the outcome.
+    let mut base_best = Duration::MAX;
+    let mut stuck_best = Duration::MAX;
+    let mut last = None;
+    for _ in 0..3 {
+        let (t, _, _) = i1_round(&objs, false).await;
+        base_best = base_best.min(t);
+        let (t, lat, s) = i1_round(&objs, true).await;
+        stuck_best = stuck_best.min(t);
+        last = Some((lat, s.unwrap()));
+    }
+    let (latencies, s) = last.unwrap();
     let p50 = latencies[latencies.len() / 2];
     let p99 = latencies[latencies.len() * 99 / 100];
-    let s = stuck.stats().snapshot();
     eprintln!(
-        "I1: {N} events; dispatch baseline {baseline:?}, with stuck listener {with_stuck:?}; \
+        "I1: {N} events; dispatch best of 3: beside a consuming listener {base_best:?}, beside a stuck one {stuck_best:?}; \
          recording listener latency p50 {p50:?} p99 {p99:?}; stuck: depth {} overflowed {} pending keys {}",
         s.queue_depth, s.overflowed, s.pending_keys
     );
@@ -219,10 +237,10 @@ async fn i1_stuck_listener_does_not_delay_others() {
     assert!(s.overflowed >= N - 65);
     assert!(s.pending_keys <= 500);
     // Throughput: a stuck neighbour costs at most a small constant factor
-    // (generous bound for a noisy machine; typically ~1x).
+    // (generous bound for a noisy machine; measured ~1x).
     assert!(
-        with_stuck <= baseline * 5 + Duration::from_millis(500),
-        "dispatcher slowed by stuck listener: {baseline:?} -> {with_stuck:?}"
+        stuck_best <= base_best * 3 + Duration::from_millis(200),
+        "dispatcher slowed by stuck listener: {base_best:?} -> {stuck_best:?}"
     );
 }
 
@@ -246,6 +264,7 @@ async fn i4_stuck_listener_memory_is_bounded_by_keys() {
         .collect();
     let mut rng = StdRng::seed_from_u64(4);
     let mut max_pending = 0;
+    let t0 = Instant::now();
     for i in 0..EVENTS {
         let o = versions[rng.random_range(0..versions.len())].clone();
         p.fifo.update(o);
@@ -255,9 +274,12 @@ async fn i4_stuck_listener_memory_is_bounded_by_keys() {
             assert!(stuck.queued() <= 1024);
         }
     }
+    let took = t0.elapsed();
     let s = stuck.stats().snapshot();
     eprintln!(
-        "I4: {EVENTS} events over {KEYS} keys; stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        "I4: {EVENTS} events over {KEYS} keys in {took:?} ({:.0} events/s through FIFO + Indexer + dispatch); \
+         stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        EVENTS as f64 / took.as_secs_f64(),
         s.queue_depth, s.max_depth, s.pending_keys, s.max_pending_keys, s.overflowed, s.coalesced
     );
     assert!(
@@ -428,16 +450,38 @@ async fn i6_listener_added_mid_churn_gets_replay_then_live_without_gap_or_duplic
     let late = p.processor.add_listener(cfg("late", 1 << 22), rec).unwrap();
     churn.join().unwrap();
 
+    // Receive until both listeners' views equal the cache.
+    let want = cache_view(&p.indexer);
     let mut reference: Vec<NotificationRef> = Vec::new();
+    let mut ref_view = View::default();
+    while ref_view.0 != want {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(60), ref_rx.recv())
+            .await
+            .expect("reference listener stalled")
+            .unwrap();
+        ref_view.apply(&n);
+        reference.push(n);
+    }
+    let mut late_log: Vec<NotificationRef> = Vec::new();
+    let mut late_view = View::default();
+    while late_view.0 != want {
+        let (n, _) = tokio::time::timeout(Duration::from_secs(60), new_rx.recv())
+            .await
+            .expect("late listener stalled")
+            .unwrap();
+        late_view.apply(&n);
+        late_log.push(n);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
     while let Ok((n, _)) = ref_rx.try_recv() {
         reference.push(n);
     }
-    // Wait for the late listener to drain.
-    wait_until("late listener drained", || late.queued() == 0).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    while let Ok((n, _)) = new_rx.try_recv() {
+        late_log.push(n);
+    }
     let mut replay = BTreeMap::new();
     let mut live: Vec<NotificationRef> = Vec::new();
-    while let Ok((n, _)) = new_rx.try_recv() {
+    for n in late_log {
         if n.in_initial_list && live.is_empty() {
             assert_eq!(n.kind, EventKind::Added);
             assert!(
@@ -669,4 +713,72 @@ async fn listener_has_synced_after_handling_the_initial_list() {
     assert!(!h.has_synced());
     permits.add_permits(1);
     wait_until("listener synced", || h.has_synced()).await;
+}
+
+/// I4/I6: a listener too small for the initial list still receives every
+/// initial object flagged `in_initial_list`, and syncs once it has them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflowed_initial_list_keeps_in_initial_list() {
+    let p = Pipeline::new();
+    let permits = Arc::new(Semaphore::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(
+            cfg("small", 4),
+            Gated {
+                permits: permits.clone(),
+                tx,
+            },
+        )
+        .unwrap();
+    p.fifo
+        .replace((0..50).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    assert!(h.stats().snapshot().overflowed > 0);
+    assert!(!h.has_synced());
+    permits.add_permits(1 << 20);
+    let mut keys = std::collections::BTreeSet::new();
+    for _ in 0..50 {
+        let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.kind, EventKind::Added);
+        assert!(n.in_initial_list, "{} lost in_initial_list", n.key);
+        keys.insert(n.key.to_string());
+    }
+    assert_eq!(keys.len(), 50);
+    wait_until("listener synced", || h.has_synced()).await;
+}
+
+/// I7 at the listener level: a handler that panics only closes its own
+/// listener; the dispatcher and other listeners carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_handler_closes_only_its_listener() {
+    struct Panics;
+    impl Handler for Panics {
+        async fn handle(&mut self, _n: NotificationRef) -> Delivery {
+            panic!("handler bug");
+        }
+    }
+    let p = Pipeline::new();
+    p.fifo.replace(vec![]);
+    p.drain();
+    let bad = p.processor.add_listener(cfg("bad", 8), Panics).unwrap();
+    let (rec, mut rx) = recorder();
+    let _good = p.processor.add_listener(cfg("good", 1024), rec).unwrap();
+    for i in 0..100 {
+        p.fifo.add(pod(&format!("p{i}"), i + 1, ""));
+        p.drain();
+    }
+    for _ in 0..100 {
+        tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    wait_until("panic counted", || bad.stats().snapshot().panics == 1).await;
+    assert_eq!(bad.queued(), 0, "a closed listener holds nothing");
+    assert_eq!(bad.pending_keys(), 0);
 }

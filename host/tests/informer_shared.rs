@@ -129,6 +129,12 @@ async fn registry_shares_one_informer_and_stops_it_after_the_last_listener() {
     let stats = reg.stats();
     assert_eq!(stats["v1/pods"].objects, server.len() as u64);
     assert_eq!(a.stats().snapshot().added, server.len() as u64);
+    assert_eq!(
+        a.stats().latency.count(),
+        server.len() as u64,
+        "one latency sample per handled event"
+    );
+    assert!(a.stats().snapshot().latency_p99_us >= a.stats().snapshot().latency_p50_us);
 
     drop(a);
     assert_eq!(
@@ -152,6 +158,13 @@ async fn registry_shares_one_informer_and_stops_it_after_the_last_listener() {
     let c = reg.add_listener("v1/pods", lcfg("c"), rc).await.unwrap();
     eventually("c synced", 60, || c.has_synced()).await;
     assert_eq!(view_c.lock().state, server_pods(&sim));
+    reg.stop_all();
+    assert!(reg.resources().is_empty());
+    eventually("watch closed after stop_all", 30, || {
+        sim.faults().open_watches() == 0
+    })
+    .await;
+    drop(c); // releasing after stop_all is harmless
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,3 +166,40 @@ fn the_cli_exits_non_zero_with_the_reason() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing key `wasm`"));
 }
+
+#[test]
+fn the_compilation_cache_lives_in_the_configured_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("wasm-cache");
+    let engine = wasm_informer::runtime::PluginEngine::new(wasm_informer::runtime::EngineConfig {
+        cache_dir: Some(cache_dir.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
+    engine.compile(&noop).unwrap();
+    let files = walk(&cache_dir);
+    assert!(
+        !files.is_empty(),
+        "no cache entry under {}",
+        cache_dir.display()
+    );
+    // A second compile is served from the cache and leaves the entry in place.
+    engine.compile(&noop).unwrap();
+    assert_eq!(walk(&cache_dir).len(), files.len());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

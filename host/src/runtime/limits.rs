@@ -40,9 +40,11 @@ pub const MAX_MEMORY_MB: u64 = 4096;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// The limits a plugin runs under. Field names are the manifest keys; every key
-/// is optional and defaults to the `DEFAULT_*` constant of this module.
+/// is optional and defaults to the `DEFAULT_*` constant of this module. Unknown
+/// keys are left to the manifest loader (this struct is meant to be
+/// `#[serde(flatten)]`ed into the manifest, which rejects unknown keys itself).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct PluginLimits {
     /// Fuel (roughly, Wasm instructions) one event may consume.
     pub fuel_per_event: u64,
@@ -173,9 +175,21 @@ mod tests {
     }
 
     #[test]
-    fn unknown_key_is_rejected_by_name() {
-        let e = toml::from_str::<PluginLimits>("fuel = 7").unwrap_err();
-        assert!(e.to_string().contains("fuel"), "{e}");
+    fn flattens_into_a_manifest() {
+        #[derive(Deserialize)]
+        struct Manifest {
+            name: String,
+            #[serde(flatten)]
+            limits: PluginLimits,
+        }
+        let m: Manifest =
+            toml::from_str("name = \"a\"\ntimeout_ms = 20\nqueue_capacity = 5").unwrap();
+        assert_eq!(m.name, "a");
+        assert_eq!(m.limits.timeout_ms, 20);
+        let e = toml::from_str::<Manifest>("name = \"a\"\ntimeout_ms = \"soon\"")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("invalid type"), "{e}");
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! Level-triggered, as the informer pattern intends: on every event for a pod it
 //! recounts that pod's namespace from the host's cache (which is updated before
 //! the event is delivered), so replays, resyncs and missed intermediate events
-//! all converge to the right count. `[config] resource` names the pods resource
-//! (default `v1/pods`); it must be in the manifest's `read` list.
+//! all converge to the right count. The manifest's `read` list must include
+//! `v1/pods`.
 //!
 //! Invariant: after any event, the count for the event's namespace equals the
 //! number of Ready pods the cache holds in that namespace.
@@ -12,10 +12,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use wasm_informer_sdk::{cache, export_plugin, info, Config, Event, Handler, Result};
+use wasm_informer_sdk::{export_plugin, info, typed, Config, Event, Handler, Result};
 
 struct PodReadyCounter {
-    resource: String,
     ready: BTreeMap<String, u64>,
 }
 
@@ -28,11 +27,8 @@ fn is_ready(pod: &Pod) -> bool {
 }
 
 impl Handler for PodReadyCounter {
-    fn init(config: &Config) -> Result<Self> {
+    fn init(_config: &Config) -> Result<Self> {
         Ok(PodReadyCounter {
-            resource: config
-                .get("resource")?
-                .unwrap_or_else(|| "v1/pods".to_string()),
             ready: BTreeMap::new(),
         })
     }
@@ -59,7 +55,7 @@ impl PodReadyCounter {
         // Decoding the event proves it is a pod before trusting the cache.
         let pod: Pod = event.object()?;
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let pods: Vec<Pod> = cache::list(&self.resource, Some(&ns), None)?;
+        let pods: Vec<Pod> = typed::list(Some(&ns), None)?;
         let ready = pods.iter().filter(|p| is_ready(p)).count() as u64;
         let before = self.ready.insert(ns.clone(), ready);
         if before != Some(ready) {

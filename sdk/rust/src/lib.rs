@@ -488,3 +488,61 @@ macro_rules! warn { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Warn, 
 /// Logs at error level.
 #[macro_export]
 macro_rules! error { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Error, &::std::format!($($t)*)) }; }
+
+/// Cache queries typed by a k8s-openapi resource type: the resource id (for
+/// example `v1/pods` or `apps/v1/deployments`) comes from the type. Needs the
+/// `k8s-openapi` feature.
+///
+/// ```ignore
+/// use k8s_openapi::api::core::v1::Pod;
+/// let pods: Vec<Pod> = wasm_informer_sdk::typed::list(Some("default"), Some("app=web"))?;
+/// ```
+#[cfg(feature = "k8s-openapi")]
+pub mod typed {
+    use k8s_openapi::Resource;
+    use serde::de::DeserializeOwned;
+
+    use super::Result;
+
+    /// The host's resource id of `K`: `API_VERSION/URL_PATH_SEGMENT`.
+    pub fn resource_id<K: Resource>() -> String {
+        format!("{}/{}", K::API_VERSION, K::URL_PATH_SEGMENT)
+    }
+
+    /// One object by key (`namespace/name` or `name`).
+    pub fn get<K: Resource + DeserializeOwned>(key: &str) -> Result<Option<K>> {
+        super::cache::get(&resource_id::<K>(), key)
+    }
+
+    /// Objects, optionally in one namespace and matching a label selector.
+    pub fn list<K: Resource + DeserializeOwned>(
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<K>> {
+        super::cache::list(&resource_id::<K>(), namespace, label_selector)
+    }
+
+    /// Objects whose value for the named index equals `value`.
+    pub fn by_index<K: Resource + DeserializeOwned>(index: &str, value: &str) -> Result<Vec<K>> {
+        super::cache::by_index(&resource_id::<K>(), index, value)
+    }
+
+    /// Whether `K`'s informer has finished its first list.
+    pub fn has_synced<K: Resource>() -> Result<bool> {
+        super::cache::has_synced(&resource_id::<K>()).map_err(Into::into)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn resource_ids_match_the_host() {
+            assert_eq!(resource_id::<k8s_openapi::api::core::v1::Pod>(), "v1/pods");
+            assert_eq!(
+                resource_id::<k8s_openapi::api::apps::v1::Deployment>(),
+                "apps/v1/deployments"
+            );
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The `wasm-informer` command line, as the design's CLI contract fixes it.
+//!
+//! Job: declare the subcommands and flags (clap derive) so that `main` only
+//! dispatches. `run --config DIR [--sim] [--context C] [--duration SECS]
+//! [--report FILE]`, `sim --listen ADDR --kubeconfig-out FILE`, and
+//! `check FILE.wasm|MANIFEST.toml`.
+//!
+//! Invariant: flag names and meanings are a public contract; they change only
+//! with a note in the changelog.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Shared Kubernetes informers feeding sandboxed WebAssembly event handlers.
+#[derive(Debug, Parser)]
+#[command(name = "wasm-informer", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs the host: informers for the plugins' resources, one sandboxed
+    /// instance per plugin, hot reload of the config directory.
+    Run(RunArgs),
+    /// Runs only the embedded Kubernetes API simulator, seeded with a workload,
+    /// so that kubectl or another host can use it.
+    Sim(SimArgs),
+    /// Validates a plugin component (FILE.wasm) or a manifest and the component
+    /// it names (MANIFEST.toml); exits non-zero with the reason.
+    Check(CheckArgs),
+}
+
+/// Flags of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The config directory: DIR/host.toml and DIR/plugins/*.toml.
+    #[arg(long, value_name = "DIR")]
+    pub config: PathBuf,
+    /// Run against the embedded API simulator (seeded and churned by the workload
+    /// generator) instead of the cluster from the kubeconfig.
+    #[arg(long)]
+    pub sim: bool,
+    /// Kubeconfig context to use (ignored with --sim).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Stop cleanly after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Write the JSON report here at exit.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Override host.toml's metrics_addr (use 127.0.0.1:0 for a free port).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// With --sim, where to write the simulator's kubeconfig (default: a file in
+    /// the temporary directory).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Show the per-plugin status table even when stdout is not a terminal
+    /// (`always`), or never (`never`).
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub status: StatusMode,
+}
+
+/// When to draw the terminal status table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusMode {
+    /// When stdout is a terminal.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Flags of `sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Write a kubeconfig for the simulator here.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig_out: PathBuf,
+    /// A config directory whose host.toml [sim] table sets the workload.
+    #[arg(long, value_name = "DIR")]
+    pub config: Option<PathBuf>,
+    /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+}
+
+/// Flags of `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The component (.wasm) or manifest (.toml).
+    pub file: PathBuf,
+    /// Compilation cache directory (speeds up checking large components).
+    #[arg(long, env = "WASM_INFORMER_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn parses_run_with_every_flag() {
+        let cli = Cli::try_parse_from([
+            "wasm-informer",
+            "run",
+            "--config",
+            "config",
+            "--sim",
+            "--duration",
+            "20",
+            "--report",
+            "r.json",
+            "--context",
+            "kind",
+        ])
+        .unwrap();
+        let Command::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.config, PathBuf::from("config"));
+        assert!(a.sim);
+        assert_eq!(a.duration, Some(20.0));
+        assert_eq!(a.report, Some(PathBuf::from("r.json")));
+        assert_eq!(a.context.as_deref(), Some("kind"));
+        assert_eq!(a.status, StatusMode::Auto);
+    }
+
+    #[test]
+    fn run_requires_config() {
+        let err = Cli::try_parse_from(["wasm-informer", "run"]).unwrap_err();
+        assert!(err.to_string().contains("--config"), "{err}");
+    }
+
+    #[test]
+    fn parses_sim_and_check() {
+        let cli = Cli::try_parse_from([
+            "wasm-informer",
+            "sim",
+            "--listen",
+            "127.0.0.1:8081",
+            "--kubeconfig-out",
+            "kc.yaml",
+        ])
+        .unwrap();
+        let Command::Sim(s) = cli.command else {
+            panic!("not sim")
+        };
+        assert_eq!(s.listen.port(), 8081);
+        assert_eq!(s.kubeconfig_out, PathBuf::from("kc.yaml"));
+        let cli = Cli::try_parse_from(["wasm-informer", "check", "p.wasm"]).unwrap();
+        assert!(matches!(cli.command, Command::Check(c) if c.file == Path::new("p.wasm")));
+    }
+}

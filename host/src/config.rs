@@ -1,0 +1,1010 @@
+//! The configuration directory: `DIR/host.toml` plus one plugin manifest per file in
+//! `DIR/plugins/*.toml`.
+//!
+//! Job: parse and validate both kinds of file into [`HostSettings`] and
+//! [`PluginManifest`], resolving paths relative to the file that names them and
+//! filling plugin limits from the host's defaults.
+//!
+//! Invariant: every rejection is a [`ConfigError`] that names the file, the line and
+//! column (from toml's spans), the key, and the reason. Unknown keys are errors, never
+//! silently ignored. Parsing has no side effects: a bad file cannot disturb anything
+//! already running (I9).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Default address of the metrics and health endpoints.
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9898";
+
+/// A rejected configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file at fault.
+    pub file: PathBuf,
+    /// 1-based line and column, when the fault has a position in the file.
+    pub position: Option<(usize, usize)>,
+    /// The key at fault (dotted for nested keys), when there is one.
+    pub key: Option<String>,
+    /// Why the file was rejected.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some((line, col)) = self.position {
+            write!(f, ":{line}:{col}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "key `{key}`: ")?;
+        }
+        write!(f, "{}", self.reason)
+    }
+}
+
+impl ConfigError {
+    fn whole_file(file: &Path, reason: impl Into<String>) -> Self {
+        Self {
+            file: file.to_path_buf(),
+            position: None,
+            key: None,
+            reason: reason.into(),
+        }
+    }
+
+    fn at(src: &Source<'_>, span: Range<usize>, key: &str, reason: impl Into<String>) -> Self {
+        Self {
+            file: src.path.to_path_buf(),
+            position: Some(line_col(src.text, span.start)),
+            key: Some(key.to_string()),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A file's path and text, for turning spans into positions.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let col = before[line_start..].chars().count() + 1;
+    (line, col)
+}
+
+/// The key written at the start of the line containing `offset`, or the table
+/// header on that line.
+fn key_on_line(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let end = text[offset..]
+        .find('\n')
+        .map(|i| offset + i)
+        .unwrap_or(text.len());
+    let line = text[start..end].trim();
+    if let Some(header) = line.strip_prefix('[') {
+        let header = header.trim_start_matches('[');
+        let close = header.find(']')?;
+        return Some(header[..close].trim().to_string());
+    }
+    let eq = line.find('=')?;
+    let key = line[..eq].trim();
+    (!key.is_empty()).then(|| key.to_string())
+}
+
+/// The first back-quoted word of a serde message.
+fn quoted(msg: &str) -> Option<&str> {
+    let start = msg.find('`')? + 1;
+    let end = msg[start..].find('`')? + start;
+    Some(&msg[start..end])
+}
+
+/// Turns a toml deserialisation error into a [`ConfigError`] with key and reason.
+fn from_toml_error(src: &Source<'_>, err: &toml::de::Error) -> ConfigError {
+    let msg = err.message().trim();
+    let span = err.span().unwrap_or(0..0);
+    let position = Some(line_col(src.text, span.start));
+    let file = src.path.to_path_buf();
+    if let Some(rest) = msg.strip_prefix("unknown field ") {
+        let key = quoted(rest).map(str::to_string);
+        let expected = rest.split_once(", expected ").map(|(_, e)| e.to_string());
+        let reason = match expected {
+            Some(e) => format!("unknown key (expected {e})"),
+            None => "unknown key".to_string(),
+        };
+        return ConfigError {
+            file,
+            position,
+            key,
+            reason,
+        };
+    }
+    if let Some(rest) = msg.strip_prefix("missing field ") {
+        return ConfigError {
+            file,
+            position,
+            key: quoted(rest).map(str::to_string),
+            reason: "required key is missing".to_string(),
+        };
+    }
+    let is_syntax = !(msg.starts_with("invalid type")
+        || msg.starts_with("invalid value")
+        || msg.starts_with("invalid length")
+        || msg.starts_with("unknown variant"));
+    if is_syntax {
+        return ConfigError {
+            file,
+            position,
+            key: None,
+            reason: format!("invalid TOML: {msg}"),
+        };
+    }
+    ConfigError {
+        file,
+        position,
+        key: key_on_line(src.text, span.start),
+        reason: msg.to_string(),
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(src: &Source<'_>) -> Result<T, ConfigError> {
+    toml::from_str(src.text).map_err(|e| from_toml_error(src, &e))
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read file: {e}")))
+}
+
+/// Checks the syntax of a resource id: `VERSION/PLURAL` (core group) or
+/// `GROUP/VERSION/PLURAL`, lower-case letters, digits, `-` and `.` only. Whether the
+/// cluster serves it is decided later by discovery.
+pub fn check_resource_id(id: &str) -> Result<(), String> {
+    let parts: Vec<&str> = id.split('/').collect();
+    if !(parts.len() == 2 || parts.len() == 3) {
+        return Err(format!(
+            "invalid resource {id:?}: expected VERSION/PLURAL (for example \"v1/pods\") or GROUP/VERSION/PLURAL (for example \"apps/v1/deployments\")"
+        ));
+    }
+    for p in &parts {
+        if p.is_empty() {
+            return Err(format!(
+                "invalid resource {id:?}: empty group, version or plural"
+            ));
+        }
+        if !p
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        {
+            return Err(format!(
+                "invalid resource {id:?}: only lower-case letters, digits, '-' and '.' are allowed"
+            ));
+        }
+    }
+    let version = parts[parts.len() - 2];
+    if !(version.starts_with('v') && version[1..].starts_with(|c: char| c.is_ascii_digit())) {
+        return Err(format!(
+            "invalid resource {id:?}: {version:?} is not an API version (like \"v1\" or \"v1beta1\")"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a plugin name: 1 to 63 characters, lower-case letters, digits, `-` and
+/// `_`, starting and ending with a letter or digit (it becomes a metric label and a
+/// log field).
+pub fn check_plugin_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    let ends_ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if name.is_empty() || name.len() > 63 || !ok_chars || !ends_ok {
+        return Err(format!(
+            "invalid plugin name {name:?}: use 1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a namespace name (an RFC 1123 label).
+fn check_namespace(ns: &str) -> Result<(), String> {
+    let ok = !ns.is_empty()
+        && ns.len() <= 63
+        && ns
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && ns.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && ns.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid namespace {ns:?}: must be an RFC 1123 label (lower-case letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
+/// Per-plugin resource limits, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Full notifications the plugin's listener holds before coalescing (I4).
+    pub queue_capacity: usize,
+    /// Wasm fuel granted per event.
+    pub fuel_per_event: u64,
+    /// Wall-clock deadline per event, in milliseconds.
+    pub timeout_ms: u64,
+    /// Linear memory cap, in MiB.
+    pub memory_mb: u64,
+    /// Resync period in seconds; 0 disables resync.
+    pub resync_seconds: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // The runtime's defaults: 50M fuel leaves two orders of magnitude over a
+        // trivial JavaScript call (~190k); 1 s deadline; 256 MiB memory cap.
+        Self {
+            queue_capacity: 1024,
+            fuel_per_event: 50_000_000,
+            timeout_ms: 1_000,
+            memory_mb: 256,
+            resync_seconds: 0,
+        }
+    }
+}
+
+/// Limits as written in a file: every key optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    queue_capacity: Option<Spanned<u64>>,
+    fuel_per_event: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    memory_mb: Option<Spanned<u64>>,
+    resync_seconds: Option<Spanned<u64>>,
+}
+
+impl RawLimits {
+    /// Applies these values over `base`, validating ranges.
+    fn apply(&self, src: &Source<'_>, prefix: &str, base: &Limits) -> Result<Limits, ConfigError> {
+        let key = |k: &str| format!("{prefix}{k}");
+        let ranged = |v: &Option<Spanned<u64>>,
+                      name: &str,
+                      min: u64,
+                      max: u64,
+                      dflt: u64|
+         -> Result<u64, ConfigError> {
+            match v {
+                None => Ok(dflt),
+                Some(s) if *s.get_ref() < min || *s.get_ref() > max => Err(ConfigError::at(
+                    src,
+                    s.span(),
+                    &key(name),
+                    format!(
+                        "{} is out of range: must be between {min} and {max}",
+                        s.get_ref()
+                    ),
+                )),
+                Some(s) => Ok(*s.get_ref()),
+            }
+        };
+        Ok(Limits {
+            queue_capacity: ranged(
+                &self.queue_capacity,
+                "queue_capacity",
+                1,
+                1 << 20,
+                base.queue_capacity as u64,
+            )? as usize,
+            fuel_per_event: ranged(
+                &self.fuel_per_event,
+                "fuel_per_event",
+                1_000,
+                u64::MAX / 2,
+                base.fuel_per_event,
+            )?,
+            timeout_ms: ranged(&self.timeout_ms, "timeout_ms", 1, 600_000, base.timeout_ms)?,
+            memory_mb: ranged(&self.memory_mb, "memory_mb", 1, 4_096, base.memory_mb)?,
+            resync_seconds: ranged(
+                &self.resync_seconds,
+                "resync_seconds",
+                0,
+                86_400 * 7,
+                base.resync_seconds,
+            )?,
+        })
+    }
+}
+
+/// What the host does to objects before caching them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransformSettings {
+    /// Drop `metadata.managedFields` (default true).
+    pub strip_managed_fields: bool,
+}
+
+impl Default for TransformSettings {
+    fn default() -> Self {
+        Self {
+            strip_managed_fields: true,
+        }
+    }
+}
+
+impl TransformSettings {
+    /// The informer-side transform.
+    pub fn to_transform(&self) -> crate::object::Transform {
+        crate::object::Transform {
+            strip_managed_fields: self.strip_managed_fields,
+        }
+    }
+}
+
+/// One secondary index on a resource: objects are indexed by the value at `path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexerSetting {
+    /// Index name, as plugins pass it to `cache.by-index`.
+    pub name: String,
+    /// Dotted field path into the object, for example `spec.nodeName`.
+    pub path: String,
+}
+
+/// Settings of the embedded API simulator behind `run --sim`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimSettings {
+    /// Pods seeded before the host starts.
+    pub pods: usize,
+    /// Namespaces the pods spread over.
+    pub namespaces: usize,
+    /// Nodes pods are scheduled on.
+    pub nodes: usize,
+    /// Workload generator seed.
+    pub seed: u64,
+    /// Churn operations per second while the host runs (0 for none).
+    pub churn_per_second: f64,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        Self {
+            pods: 600,
+            namespaces: 6,
+            nodes: 12,
+            seed: 42,
+            churn_per_second: 40.0,
+        }
+    }
+}
+
+/// The validated `host.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostSettings {
+    /// The file these settings came from.
+    pub file: PathBuf,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen.
+    pub metrics_addr: SocketAddr,
+    /// Resources whose informers start with the host, whether or not a plugin
+    /// needs them.
+    pub prewarm: Vec<String>,
+    /// Directory of the compiled-component cache (absolute or relative to
+    /// host.toml); none disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Limits for plugins whose manifests do not set them.
+    pub defaults: Limits,
+    /// Object transform before caching.
+    pub transform: TransformSettings,
+    /// Secondary indexes per resource id.
+    pub indexers: BTreeMap<String, Vec<IndexerSetting>>,
+    /// How long shutdown waits for each plugin to finish its current event.
+    pub shutdown_grace_ms: u64,
+    /// Embedded simulator settings.
+    pub sim: SimSettings,
+}
+
+impl Default for HostSettings {
+    fn default() -> Self {
+        Self {
+            file: PathBuf::from("host.toml"),
+            metrics_addr: DEFAULT_METRICS_ADDR.parse().expect("valid default address"),
+            prewarm: Vec::new(),
+            cache_dir: None,
+            defaults: Limits::default(),
+            transform: TransformSettings::default(),
+            indexers: BTreeMap::new(),
+            shutdown_grace_ms: 10_000,
+            sim: SimSettings::default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTransform {
+    strip_managed_fields: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSim {
+    pods: Option<usize>,
+    namespaces: Option<Spanned<usize>>,
+    nodes: Option<Spanned<usize>>,
+    seed: Option<u64>,
+    churn_per_second: Option<Spanned<f64>>,
+}
+
+/// `[indexers.RESOURCE]` tables: index name to field path.
+type RawIndexers = BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<String>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    metrics_addr: Option<Spanned<String>>,
+    resources: Option<Vec<Spanned<String>>>,
+    cache_dir: Option<String>,
+    shutdown_grace_ms: Option<u64>,
+    defaults: Option<RawLimits>,
+    transform: Option<RawTransform>,
+    indexers: Option<RawIndexers>,
+    sim: Option<RawSim>,
+}
+
+impl HostSettings {
+    /// Reads and validates a `host.toml`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = read(path)?;
+        Self::parse(path, &text)
+    }
+
+    /// Validates the text of a `host.toml` that lives at `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let src = Source { path, text };
+        let raw: RawHost = parse(&src)?;
+        let mut out = HostSettings {
+            file: path.to_path_buf(),
+            ..HostSettings::default()
+        };
+        if let Some(addr) = raw.metrics_addr {
+            out.metrics_addr = addr.get_ref().parse().map_err(|_| {
+                ConfigError::at(
+                    &src,
+                    addr.span(),
+                    "metrics_addr",
+                    format!(
+                        "{:?} is not a socket address like \"127.0.0.1:9898\"",
+                        addr.get_ref()
+                    ),
+                )
+            })?;
+        }
+        for r in raw.resources.unwrap_or_default() {
+            check_resource_id(r.get_ref())
+                .map_err(|e| ConfigError::at(&src, r.span(), "resources", e))?;
+            if !out.prewarm.contains(r.get_ref()) {
+                out.prewarm.push(r.into_inner());
+            }
+        }
+        let base = path.parent().unwrap_or(Path::new("."));
+        out.cache_dir = raw
+            .cache_dir
+            .filter(|d| !d.is_empty())
+            .map(|d| base.join(d))
+            .map(|p| normalize(&std::path::absolute(&p).unwrap_or(p)));
+        if let Some(ms) = raw.shutdown_grace_ms {
+            out.shutdown_grace_ms = ms;
+        }
+        if let Some(d) = raw.defaults {
+            out.defaults = d.apply(&src, "defaults.", &Limits::default())?;
+        }
+        if let Some(t) = raw.transform {
+            out.transform.strip_managed_fields = t.strip_managed_fields.unwrap_or(true);
+        }
+        for (resource, indexes) in raw.indexers.unwrap_or_default() {
+            check_resource_id(resource.get_ref()).map_err(|e| {
+                ConfigError::at(
+                    &src,
+                    resource.span(),
+                    &format!("indexers.{}", resource.get_ref()),
+                    e,
+                )
+            })?;
+            let mut list = Vec::new();
+            for (name, field) in indexes {
+                let key = format!("indexers.{}.{}", resource.get_ref(), name.get_ref());
+                if name.get_ref() == "namespace" {
+                    return Err(ConfigError::at(
+                        &src,
+                        name.span(),
+                        &key,
+                        "the index \"namespace\" is built in and cannot be redefined",
+                    ));
+                }
+                check_field_path(field.get_ref())
+                    .map_err(|e| ConfigError::at(&src, field.span(), &key, e))?;
+                list.push(IndexerSetting {
+                    name: name.into_inner(),
+                    path: field.into_inner(),
+                });
+            }
+            out.indexers.insert(resource.into_inner(), list);
+        }
+        if let Some(s) = raw.sim {
+            let d = SimSettings::default();
+            let positive =
+                |v: Option<Spanned<usize>>, k: &str, dflt: usize| -> Result<usize, ConfigError> {
+                    match v {
+                        Some(v) if *v.get_ref() == 0 => {
+                            Err(ConfigError::at(&src, v.span(), k, "must be at least 1"))
+                        }
+                        Some(v) => Ok(v.into_inner()),
+                        None => Ok(dflt),
+                    }
+                };
+            let churn = match s.churn_per_second {
+                Some(c) if !(c.get_ref().is_finite() && *c.get_ref() >= 0.0) => {
+                    return Err(ConfigError::at(
+                        &src,
+                        c.span(),
+                        "sim.churn_per_second",
+                        "must be a finite number >= 0",
+                    ))
+                }
+                Some(c) => c.into_inner(),
+                None => d.churn_per_second,
+            };
+            out.sim = SimSettings {
+                pods: s.pods.unwrap_or(d.pods),
+                namespaces: positive(s.namespaces, "sim.namespaces", d.namespaces)?,
+                nodes: positive(s.nodes, "sim.nodes", d.nodes)?,
+                seed: s.seed.unwrap_or(d.seed),
+                churn_per_second: churn,
+            };
+        }
+        Ok(out)
+    }
+}
+
+/// Checks an index field path: dot-separated, non-empty segments.
+fn check_field_path(path: &str) -> Result<(), String> {
+    if path.is_empty()
+        || path
+            .split('.')
+            .any(|s| s.is_empty() || s.chars().any(char::is_whitespace))
+    {
+        return Err(format!(
+            "invalid field path {path:?}: expected dot-separated field names like \"spec.nodeName\""
+        ));
+    }
+    Ok(())
+}
+
+/// Where a value sits in its manifest, for errors found after parsing (for
+/// example, discovery saying a resource does not exist).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// 1-based line and column in the manifest.
+    pub position: (usize, usize),
+}
+
+/// A validated plugin manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginManifest {
+    /// The manifest file.
+    pub file: PathBuf,
+    /// Unique plugin name.
+    pub name: String,
+    /// The component, resolved relative to the manifest.
+    pub wasm: PathBuf,
+    /// Resources whose events the plugin receives, with their positions.
+    pub resources: Vec<Located<String>>,
+    /// Only objects in this namespace.
+    pub namespace: Option<String>,
+    /// Only objects matching this label selector.
+    pub label_selector: Option<String>,
+    /// Resources the plugin may query through `cache` (its `resources` are always
+    /// readable too), with their positions.
+    pub read: Vec<Located<String>>,
+    /// Effective limits (the manifest's, else the host's defaults).
+    pub limits: Limits,
+    /// The `[config]` table as JSON, handed to `init` (`{}` when absent).
+    pub config_json: String,
+    /// Position of the `name` key, for duplicate-name errors.
+    pub name_position: (usize, usize),
+}
+
+impl PluginManifest {
+    /// Resource ids the plugin subscribes to.
+    pub fn resource_ids(&self) -> Vec<String> {
+        self.resources.iter().map(|r| r.value.clone()).collect()
+    }
+
+    /// Resource ids the plugin may read: `resources` plus `read`, deduplicated.
+    pub fn readable(&self) -> Vec<String> {
+        let mut out = self.resource_ids();
+        for r in &self.read {
+            if !out.contains(&r.value) {
+                out.push(r.value.clone());
+            }
+        }
+        out
+    }
+
+    /// An error about this manifest at a known position.
+    pub fn error_at(
+        &self,
+        position: (usize, usize),
+        key: &str,
+        reason: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            position: Some(position),
+            key: Some(key.to_string()),
+            reason: reason.into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: Spanned<String>,
+    wasm: Spanned<String>,
+    resources: Spanned<Vec<Spanned<String>>>,
+    namespace: Option<Spanned<String>>,
+    label_selector: Option<Spanned<String>>,
+    read: Option<Vec<Spanned<String>>>,
+    queue_capacity: Option<Spanned<u64>>,
+    fuel_per_event: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    memory_mb: Option<Spanned<u64>>,
+    resync_seconds: Option<Spanned<u64>>,
+    config: Option<toml::Table>,
+}
+
+impl PluginManifest {
+    /// Reads and validates a manifest, filling unset limits from `defaults`.
+    pub fn load(path: &Path, defaults: &Limits) -> Result<Self, ConfigError> {
+        let text = read(path)?;
+        Self::parse(path, &text, defaults)
+    }
+
+    /// Validates the text of a manifest that lives at `path`.
+    pub fn parse(path: &Path, text: &str, defaults: &Limits) -> Result<Self, ConfigError> {
+        let src = Source { path, text };
+        let raw: RawManifest = parse(&src)?;
+        let pos = |span: Range<usize>| line_col(text, span.start);
+
+        check_plugin_name(raw.name.get_ref())
+            .map_err(|e| ConfigError::at(&src, raw.name.span(), "name", e))?;
+
+        if raw.wasm.get_ref().is_empty() {
+            return Err(ConfigError::at(
+                &src,
+                raw.wasm.span(),
+                "wasm",
+                "must name a .wasm file",
+            ));
+        }
+        let base = path.parent().unwrap_or(Path::new("."));
+        let wasm = normalize(&base.join(raw.wasm.get_ref()));
+        if !wasm.is_file() {
+            return Err(ConfigError::at(
+                &src,
+                raw.wasm.span(),
+                "wasm",
+                format!("file not found: {}", wasm.display()),
+            ));
+        }
+
+        if raw.resources.get_ref().is_empty() {
+            return Err(ConfigError::at(
+                &src,
+                raw.resources.span(),
+                "resources",
+                "must list at least one resource, for example [\"v1/pods\"]",
+            ));
+        }
+        let mut resources: Vec<Located<String>> = Vec::new();
+        for r in raw.resources.get_ref() {
+            check_resource_id(r.get_ref())
+                .map_err(|e| ConfigError::at(&src, r.span(), "resources", e))?;
+            if resources.iter().any(|x| &x.value == r.get_ref()) {
+                return Err(ConfigError::at(
+                    &src,
+                    r.span(),
+                    "resources",
+                    format!("{:?} is listed twice", r.get_ref()),
+                ));
+            }
+            resources.push(Located {
+                value: r.get_ref().clone(),
+                position: pos(r.span()),
+            });
+        }
+        let mut read = Vec::new();
+        for r in raw.read.unwrap_or_default() {
+            check_resource_id(r.get_ref())
+                .map_err(|e| ConfigError::at(&src, r.span(), "read", e))?;
+            read.push(Located {
+                position: pos(r.span()),
+                value: r.into_inner(),
+            });
+        }
+
+        let namespace = match raw.namespace {
+            Some(ns) => {
+                check_namespace(ns.get_ref())
+                    .map_err(|e| ConfigError::at(&src, ns.span(), "namespace", e))?;
+                Some(ns.into_inner())
+            }
+            None => None,
+        };
+        let label_selector = match raw.label_selector {
+            Some(sel) if sel.get_ref().trim().is_empty() => None,
+            Some(sel) => {
+                wasm_informer_selector::LabelSelector::parse(sel.get_ref()).map_err(|e| {
+                    ConfigError::at(
+                        &src,
+                        sel.span(),
+                        "label_selector",
+                        format!("invalid label selector: {e}"),
+                    )
+                })?;
+                Some(sel.into_inner())
+            }
+            None => None,
+        };
+
+        let limits = RawLimits {
+            queue_capacity: raw.queue_capacity,
+            fuel_per_event: raw.fuel_per_event,
+            timeout_ms: raw.timeout_ms,
+            memory_mb: raw.memory_mb,
+            resync_seconds: raw.resync_seconds,
+        }
+        .apply(&src, "", defaults)?;
+        let config_json = match raw.config {
+            Some(t) => serde_json::to_string(&t).map_err(|e| {
+                ConfigError::whole_file(
+                    path,
+                    format!("[config] cannot be represented as JSON: {e}"),
+                )
+            })?,
+            None => "{}".to_string(),
+        };
+        Ok(PluginManifest {
+            file: path.to_path_buf(),
+            name_position: pos(raw.name.span()),
+            name: raw.name.into_inner(),
+            wasm,
+            resources,
+            namespace,
+            label_selector,
+            read,
+            limits,
+            config_json,
+        })
+    }
+}
+
+/// Removes `.` and resolves `..` components lexically (without touching the
+/// file system), so error messages show plain paths.
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let last_is_normal =
+                    matches!(out.components().next_back(), Some(Component::Normal(_)));
+                if last_is_normal {
+                    out.pop();
+                } else {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The manifest files of a config directory: `DIR/plugins/*.toml`, sorted by path.
+/// A missing `plugins/` directory holds no manifests.
+pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let plugins = dir.join("plugins");
+    let entries = match std::fs::read_dir(&plugins) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(ConfigError::whole_file(
+                &plugins,
+                format!("cannot list directory: {e}"),
+            ))
+        }
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| is_manifest_path(p))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Whether a path looks like a plugin manifest (`*.toml`, not hidden, not an
+/// editor's temporary file).
+pub fn is_manifest_path(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    p.extension().is_some_and(|e| e == "toml") && !name.starts_with('.') && !name.starts_with('#')
+}
+
+/// The result of reading a whole plugins directory: the manifests that validated,
+/// and an error for each file that did not.
+#[derive(Debug, Default)]
+pub struct ManifestScan {
+    /// Valid manifests, unique by name, sorted by file.
+    pub manifests: Vec<PluginManifest>,
+    /// One error per rejected file.
+    pub errors: Vec<ConfigError>,
+}
+
+/// Reads every manifest in `DIR/plugins`. Files are taken in path order; a file
+/// whose plugin name an earlier file already uses is rejected as a duplicate.
+pub fn scan_manifests(dir: &Path, defaults: &Limits) -> ManifestScan {
+    let mut scan = ManifestScan::default();
+    let files = match manifest_files(dir) {
+        Ok(f) => f,
+        Err(e) => {
+            scan.errors.push(e);
+            return scan;
+        }
+    };
+    let mut owners: HashMap<String, usize> = HashMap::new();
+    for file in files {
+        match PluginManifest::load(&file, defaults) {
+            Ok(m) => {
+                if let Some(&i) = owners.get(&m.name) {
+                    scan.errors.push(duplicate_name(&m, &scan.manifests[i]));
+                } else {
+                    owners.insert(m.name.clone(), scan.manifests.len());
+                    scan.manifests.push(m);
+                }
+            }
+            Err(e) => scan.errors.push(e),
+        }
+    }
+    scan
+}
+
+/// The error for `m` reusing the name `owner` already has.
+pub fn duplicate_name(m: &PluginManifest, owner: &PluginManifest) -> ConfigError {
+    m.error_at(
+        m.name_position,
+        "name",
+        format!(
+            "duplicate plugin name {:?}: already defined in {}:{}:{}",
+            m.name,
+            owner.file.display(),
+            owner.name_position.0,
+            owner.name_position.1
+        ),
+    )
+}
+
+/// A whole configuration directory.
+#[derive(Debug, Clone)]
+pub struct ConfigDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Its host.toml (defaults when the file is absent).
+    pub host: HostSettings,
+}
+
+impl ConfigDir {
+    /// Reads `DIR/host.toml`. A missing directory is an error; a missing host.toml
+    /// means all defaults.
+    pub fn open(dir: &Path) -> Result<Self, ConfigError> {
+        if !dir.is_dir() {
+            return Err(ConfigError::whole_file(dir, "config directory not found"));
+        }
+        let file = dir.join("host.toml");
+        let host = if file.exists() {
+            HostSettings::load(&file)?
+        } else {
+            HostSettings {
+                file,
+                ..HostSettings::default()
+            }
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            host,
+        })
+    }
+
+    /// The plugins directory.
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.dir.join("plugins")
+    }
+
+    /// Reads every manifest, with the host's default limits.
+    pub fn scan(&self) -> ManifestScan {
+        scan_manifests(&self.dir, &self.host.defaults)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_lines_and_chars() {
+        let t = "a = 1\nbé = 2\n";
+        assert_eq!(line_col(t, 0), (1, 1));
+        assert_eq!(line_col(t, 6), (2, 1));
+        assert_eq!(line_col(t, t.find('=').unwrap()), (1, 3));
+        assert_eq!(line_col(t, t.rfind('=').unwrap()), (2, 4));
+    }
+
+    #[test]
+    fn key_on_line_finds_key_and_header() {
+        let t = "[defaults]\nqueue_capacity = \"x\"\n";
+        assert_eq!(key_on_line(t, 2).as_deref(), Some("defaults"));
+        assert_eq!(
+            key_on_line(t, t.find('"').unwrap()).as_deref(),
+            Some("queue_capacity")
+        );
+    }
+
+    #[test]
+    fn resource_ids() {
+        assert!(check_resource_id("v1/pods").is_ok());
+        assert!(check_resource_id("apps/v1/deployments").is_ok());
+        assert!(check_resource_id("stable.example.com/v1beta1/crontabs").is_ok());
+        assert!(check_resource_id("pods").is_err());
+        assert!(check_resource_id("v1/Pods").is_err());
+        assert!(check_resource_id("apps//deployments").is_err());
+        assert!(check_resource_id("apps/x1/deployments").is_err());
+    }
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(
+            normalize(Path::new("config/plugins/../../target/x.wasm")),
+            PathBuf::from("target/x.wasm")
+        );
+        assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("../x")), PathBuf::from("../x"));
+    }
+
+    #[test]
+    fn plugin_names() {
+        assert!(check_plugin_name("pod-ready-counter").is_ok());
+        assert!(check_plugin_name("a").is_ok());
+        assert!(check_plugin_name("").is_err());
+        assert!(check_plugin_name("-a").is_err());
+        assert!(check_plugin_name("A").is_err());
+        assert!(check_plugin_name(&"a".repeat(64)).is_err());
+    }
+}

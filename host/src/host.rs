@@ -1,0 +1,751 @@
+//! The supervisor: wires plugins to listeners and keeps the running set equal to
+//! the config directory.
+//!
+//! Job: for each valid manifest, compile its component off the dispatch path
+//! (spawn_blocking, with the compilation cache), start one runner per subscribed
+//! resource, and subscribe it to that resource's shared informer (which starts
+//! the informer for its first user and replays the cache into the new listener,
+//! I6). Hot reload applies the [`ReloadAction`]s the reload planner derives from
+//! file changes; shutdown drains every plugin and stops every informer. It also
+//! assembles the [`Report`] that `/metrics`, the status view and `--report` use.
+//!
+//! Invariants:
+//! - I9: a file that fails to parse, compile, link, initialise or resolve its
+//!   resources changes nothing that runs; the previous version of the same plugin
+//!   keeps running, and the error names the file and the reason.
+//! - Switch-over has no gap: the new version is subscribed (replay, then live)
+//!   before the old one is drained and removed.
+//! - An informer runs exactly while a plugin subscribes to or reads its resource,
+//!   or host.toml pre-warms it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::cache_view::CacheView;
+use crate::config::{ConfigDir, ConfigError, PluginManifest};
+use crate::drain::{Drain, DrainGate};
+use crate::indexer::IndexSpec;
+use crate::informer::{InformerConfig, InformerError, InformerLease, InformerRegistry};
+use crate::latency::{LatencyHistogram, TimedHandler};
+use crate::listener::{ListenerConfig, ListenerStats, ListenerStatsSnapshot};
+use crate::metrics::Observe;
+use crate::processor::ListenerHandle;
+use crate::reflector::ReflectorConfig;
+use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
+use crate::report::{InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
+use crate::runtime::{
+    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec, PluginStatus,
+};
+
+/// One subscription of a plugin version: a runner behind a listener.
+struct Part {
+    handle: Option<ListenerHandle>,
+    stats: Arc<ListenerStats>,
+    drain: Arc<Drain>,
+}
+
+/// One running version of a plugin.
+struct Slot {
+    manifest: PluginManifest,
+    status: Arc<PluginStatus>,
+    parts: Vec<Part>,
+    read_leases: Vec<InformerLease>,
+    latency: Arc<LatencyHistogram>,
+    /// Counters of the plugin's earlier versions (hot reloads).
+    carried: PluginReport,
+    versions: u64,
+}
+
+fn listener_sum(parts: &[Part]) -> ListenerStatsSnapshot {
+    let mut s = ListenerStatsSnapshot::default();
+    for p in parts {
+        let x = p.stats.snapshot();
+        s.overflowed += x.overflowed;
+        s.coalesced += x.coalesced;
+        s.replayed += x.replayed;
+        s.queue_depth += x.queue_depth;
+        s.max_depth = s.max_depth.max(x.max_depth);
+    }
+    s
+}
+
+impl Slot {
+    /// This version's counters plus the earlier versions'.
+    fn report(&self) -> PluginReport {
+        let st = self.status.snapshot();
+        let l = listener_sum(&self.parts);
+        let c = &self.carried;
+        let mut r = PluginReport {
+            state: st.state.as_str().to_string(),
+            errors: c.errors + st.errors,
+            traps: c.traps + st.traps,
+            restarts: c.restarts + st.restarts,
+            coalesced: c.coalesced + l.coalesced,
+            overflowed: c.overflowed + l.overflowed,
+            queue_depth_max: c.queue_depth_max.max(l.max_depth),
+            latency_us: LatencyUs {
+                p50: self.latency.quantile_us(0.5),
+                p99: self.latency.quantile_us(0.99),
+            },
+            replayed: c.replayed + l.replayed,
+            quarantines: c.quarantines + st.quarantines,
+            queue_depth: l.queue_depth,
+            versions: self.versions,
+            resources: self.manifest.resource_ids(),
+            manifest: self.manifest.file.display().to_string(),
+            last_error: st.last_error.or_else(|| c.last_error.clone()),
+            ..Default::default()
+        };
+        r.delivered.added = c.delivered.added + st.delivered.added;
+        r.delivered.updated = c.delivered.updated + st.delivered.updated;
+        r.delivered.deleted = c.delivered.deleted + st.delivered.deleted;
+        r.delivered.synced = c.delivered.synced + st.delivered.synced;
+        r
+    }
+
+    /// Drains every runner (current event finishes, no new one starts), then
+    /// unsubscribes. Dropping the read leases may stop informers.
+    async fn stop(&mut self, grace: Duration) {
+        let waits = self.parts.iter().map(|p| {
+            let d = p.drain.clone();
+            async move { d.close_and_wait(grace).await }
+        });
+        let idle = futures::future::join_all(waits).await;
+        if idle.iter().any(|i| !i) {
+            tracing::warn!(plugin = %self.manifest.name, grace_ms = grace.as_millis() as u64, "plugin did not finish its event within the grace period; stopping it anyway");
+        }
+        for p in &mut self.parts {
+            p.handle.take();
+        }
+        self.read_leases.clear();
+    }
+}
+
+/// A plugin that could not be loaded from a file (and whether an older version
+/// of it still runs).
+#[derive(Debug, Clone)]
+struct Failure {
+    plugin: Option<String>,
+    message: String,
+}
+
+/// State readable by the report at any time.
+#[derive(Default)]
+struct Shared {
+    slots: BTreeMap<String, Arc<tokio::sync::Mutex<Slot>>>,
+    /// Last reports of the current slots (refreshed by `report`), for readers that
+    /// cannot lock a slot being reloaded.
+    last: BTreeMap<String, PluginReport>,
+    /// Final reports of plugins no longer running.
+    gone: BTreeMap<String, PluginReport>,
+    failures: BTreeMap<PathBuf, Failure>,
+    events: Vec<ReloadEvent>,
+    informers: BTreeMap<String, InformerReport>,
+}
+
+/// Options of a host run beyond the config directory.
+#[derive(Debug, Clone, Default)]
+pub struct HostOptions {
+    /// How often the plugins directory is rescanned even without a file-system
+    /// event (a safety net for file systems that drop notifications).
+    pub rescan_every: Option<Duration>,
+    /// File-watch debounce.
+    pub debounce: Option<Duration>,
+}
+
+/// The running host.
+pub struct Host {
+    started: Instant,
+    config: ConfigDir,
+    registry: Arc<InformerRegistry>,
+    engine: Arc<PluginEngine>,
+    shared: Mutex<Shared>,
+    apply: tokio::sync::Mutex<(ReloadState, FileHasher)>,
+    _prewarm: Mutex<Vec<InformerLease>>,
+    watch: Mutex<Option<crate::reload::ConfigWatcher>>,
+    reload_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    options: HostOptions,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("config", &self.config.dir)
+            .finish()
+    }
+}
+
+/// Why the host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// host.toml is invalid (or names something the cluster does not serve).
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The Wasm engine could not be built.
+    #[error("cannot build the Wasm engine: {0}")]
+    Engine(String),
+}
+
+fn host_toml_error(config: &ConfigDir, key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        file: config.host.file.clone(),
+        position: None,
+        key: Some(key.to_string()),
+        reason: reason.into(),
+    }
+}
+
+impl Host {
+    /// Builds the host: engine, informer registry, indexes and pre-warmed
+    /// informers. Plugins are loaded by [`Host::load_all`].
+    pub async fn new(
+        config: ConfigDir,
+        client: kube::Client,
+        options: HostOptions,
+    ) -> Result<Arc<Self>, HostError> {
+        let engine = PluginEngine::new(EngineConfig {
+            cache_dir: config.host.cache_dir.clone(),
+            ..EngineConfig::default()
+        })
+        .map_err(|e| HostError::Engine(e.to_string()))?;
+        let informer_config = InformerConfig {
+            reflector: ReflectorConfig {
+                transform: config.host.transform.to_transform(),
+                ..ReflectorConfig::default()
+            },
+            ..InformerConfig::default()
+        };
+        let registry = InformerRegistry::new(client, informer_config);
+        for (resource, indexes) in &config.host.indexers {
+            for ix in indexes {
+                registry
+                    .add_index(resource, IndexSpec::new(&ix.name, &ix.path))
+                    .map_err(|e| {
+                        host_toml_error(
+                            &config,
+                            &format!("indexers.{resource}.{}", ix.name),
+                            e.to_string(),
+                        )
+                    })?;
+            }
+        }
+        let mut prewarm = Vec::new();
+        for r in &config.host.prewarm {
+            let lease = registry
+                .acquire(r)
+                .await
+                .map_err(|e| host_toml_error(&config, "resources", e.to_string()))?;
+            prewarm.push(lease);
+        }
+        Ok(Arc::new(Self {
+            started: Instant::now(),
+            config,
+            registry,
+            engine,
+            shared: Mutex::new(Shared::default()),
+            apply: tokio::sync::Mutex::new((ReloadState::default(), FileHasher::default())),
+            _prewarm: Mutex::new(prewarm),
+            watch: Mutex::new(None),
+            reload_task: Mutex::new(None),
+            options,
+        }))
+    }
+
+    /// The informer registry (the plugins' cache).
+    pub fn registry(&self) -> &Arc<InformerRegistry> {
+        &self.registry
+    }
+
+    /// The config directory.
+    pub fn config(&self) -> &ConfigDir {
+        &self.config
+    }
+
+    /// Reads the plugins directory and applies every change (the first call loads
+    /// every plugin). Returns the actions taken.
+    pub async fn reconcile(self: &Arc<Self>) -> Vec<ReloadEvent> {
+        let mut guard = self.apply.lock().await;
+        let (state, hasher) = &mut *guard;
+        let config = self.config.clone();
+        let mut h = std::mem::take(hasher);
+        let scanned = tokio::task::spawn_blocking(move || {
+            let r = scan(&config, &mut h);
+            (r, h)
+        })
+        .await;
+        let (scanned, h) = match scanned {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::error!(error = %e, "config scan task failed");
+                return Vec::new();
+            }
+        };
+        *hasher = h;
+        let scanned = match scanned {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("{e}");
+                return Vec::new();
+            }
+        };
+        // Failures of files that are gone no longer apply.
+        self.shared
+            .lock()
+            .failures
+            .retain(|f, _| scanned.contains_key(f));
+        let mut done = Vec::new();
+        for action in state.plan(&scanned) {
+            let ev = self.apply_action(state, action).await;
+            self.shared.lock().events.push(ev.clone());
+            done.push(ev);
+        }
+        if !done.is_empty() {
+            let dirs = state.component_dirs();
+            if let Some(w) = self.watch.lock().as_mut() {
+                w.watch_dirs(&dirs);
+            }
+        }
+        done
+    }
+
+    fn event(
+        &self,
+        action: &str,
+        plugin: Option<&str>,
+        file: &Path,
+        error: Option<String>,
+    ) -> ReloadEvent {
+        ReloadEvent {
+            at_ms: self.started.elapsed().as_millis() as u64,
+            action: action.to_string(),
+            plugin: plugin.map(str::to_string),
+            file: file.display().to_string(),
+            error,
+        }
+    }
+
+    async fn apply_action(
+        self: &Arc<Self>,
+        state: &mut ReloadState,
+        action: ReloadAction,
+    ) -> ReloadEvent {
+        match action {
+            ReloadAction::Add {
+                manifest,
+                fingerprint,
+            } => {
+                let file = manifest.file.clone();
+                let name = manifest.name.clone();
+                match self.load(&manifest, None).await {
+                    Ok(slot) => {
+                        state.commit_running(&manifest, fingerprint);
+                        let mut sh = self.shared.lock();
+                        sh.failures.remove(&file);
+                        sh.gone.remove(&name);
+                        sh.slots
+                            .insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
+                        drop(sh);
+                        tracing::info!(plugin = %name, file = %file.display(), "plugin loaded");
+                        self.event("added", Some(&name), &file, None)
+                    }
+                    Err(msg) => {
+                        state.commit_rejected(&file, fingerprint);
+                        tracing::error!(plugin = %name, "plugin not loaded: {msg}");
+                        self.fail(&file, Some(&name), &msg);
+                        self.event("rejected", Some(&name), &file, Some(msg))
+                    }
+                }
+            }
+            ReloadAction::Change {
+                old_name,
+                manifest,
+                fingerprint,
+            } => {
+                let file = manifest.file.clone();
+                let name = manifest.name.clone();
+                let old = self.shared.lock().slots.get(&old_name).cloned();
+                let previous = match &old {
+                    Some(o) => {
+                        let o = o.lock().await;
+                        Some((o.report(), o.versions, o.latency.clone()))
+                    }
+                    None => None,
+                };
+                match self
+                    .load(&manifest, previous.filter(|_| old_name == name))
+                    .await
+                {
+                    Ok(slot) => {
+                        state.commit_running(&manifest, fingerprint);
+                        {
+                            let mut sh = self.shared.lock();
+                            sh.failures.remove(&file);
+                            sh.slots
+                                .insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
+                            if old_name != name {
+                                sh.slots.remove(&old_name);
+                            }
+                        }
+                        // The new version is subscribed (replay, then live); now drain the old.
+                        if let Some(o) = old {
+                            let mut o = o.lock().await;
+                            o.stop(self.grace()).await;
+                            if old_name != name {
+                                let mut r = o.report();
+                                r.state = "removed".into();
+                                self.shared.lock().gone.insert(old_name.clone(), r);
+                            }
+                        }
+                        self.refresh_informers();
+                        tracing::info!(plugin = %name, file = %file.display(), "plugin reloaded: new version took over");
+                        self.event("changed", Some(&name), &file, None)
+                    }
+                    Err(msg) => {
+                        state.commit_rejected(&file, fingerprint);
+                        tracing::error!(plugin = %name, "reload rejected, previous version keeps running: {msg}");
+                        self.fail(&file, Some(&name), &msg);
+                        self.event("rejected", Some(&name), &file, Some(msg))
+                    }
+                }
+            }
+            ReloadAction::Remove { file, name } => {
+                let slot = self.shared.lock().slots.remove(&name);
+                if let Some(s) = slot {
+                    let mut s = s.lock().await;
+                    s.stop(self.grace()).await;
+                    let mut r = s.report();
+                    r.state = "removed".into();
+                    self.shared.lock().gone.insert(name.clone(), r);
+                }
+                state.commit_removed(&file);
+                self.shared.lock().failures.remove(&file);
+                self.refresh_informers();
+                tracing::info!(plugin = %name, file = %file.display(), "plugin removed");
+                self.event("removed", Some(&name), &file, None)
+            }
+            ReloadAction::Reject {
+                file,
+                fingerprint,
+                error,
+            } => {
+                state.commit_rejected(&file, fingerprint);
+                let msg = error.to_string();
+                let running = state.running().get(&file).cloned();
+                match &running {
+                    Some(n) => {
+                        tracing::error!(plugin = %n, "config rejected, previous version keeps running: {msg}")
+                    }
+                    None => tracing::error!("config rejected: {msg}"),
+                }
+                self.fail(&file, running.as_deref(), &msg);
+                self.event("rejected", running.as_deref(), &file, Some(msg))
+            }
+        }
+    }
+
+    fn fail(&self, file: &Path, plugin: Option<&str>, message: &str) {
+        self.shared.lock().failures.insert(
+            file.to_path_buf(),
+            Failure {
+                plugin: plugin.map(str::to_string),
+                message: message.to_string(),
+            },
+        );
+    }
+
+    fn grace(&self) -> Duration {
+        Duration::from_millis(self.config.host.shutdown_grace_ms)
+    }
+
+    /// Compiles, instantiates and subscribes one plugin version. Nothing of it
+    /// remains if any step fails.
+    async fn load(
+        self: &Arc<Self>,
+        manifest: &PluginManifest,
+        previous: Option<(PluginReport, u64, Arc<LatencyHistogram>)>,
+    ) -> Result<Slot, String> {
+        let spec = PluginSpec {
+            name: manifest.name.clone(),
+            config_json: manifest.config_json.clone(),
+            read: manifest.readable(),
+            limits: PluginLimits {
+                fuel_per_event: manifest.limits.fuel_per_event,
+                timeout_ms: manifest.limits.timeout_ms,
+                memory_mb: manifest.limits.memory_mb,
+                ..PluginLimits::default()
+            },
+        };
+        let engine = self.engine.clone();
+        let wasm = manifest.wasm.clone();
+        let started = Instant::now();
+        let loaded: Arc<LoadedPlugin> =
+            tokio::task::spawn_blocking(move || LoadedPlugin::from_file(&engine, spec, &wasm))
+                .await
+                .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
+                .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+        tracing::debug!(plugin = %manifest.name, ms = started.elapsed().as_millis() as u64, "component compiled");
+
+        let mut read_leases = Vec::new();
+        for r in &manifest.read {
+            if manifest.resources.iter().any(|x| x.value == r.value) {
+                continue;
+            }
+            let lease = self.registry.acquire(&r.value).await.map_err(|e| {
+                manifest
+                    .error_at(r.position, "read", informer_reason(&e))
+                    .to_string()
+            })?;
+            read_leases.push(lease);
+        }
+
+        let status = Arc::new(PluginStatus::new(&manifest.name));
+        let (carried, versions, latency) = match previous {
+            Some((r, v, l)) => (r, v + 1, l),
+            None => (
+                PluginReport::default(),
+                1,
+                Arc::new(LatencyHistogram::default()),
+            ),
+        };
+        let cache: Arc<dyn CacheView> = self.registry.clone();
+        let mut parts = Vec::new();
+        for r in &manifest.resources {
+            let runner = PluginRunner::start_with_status(
+                self.engine.clone(),
+                loaded.clone(),
+                cache.clone(),
+                Some(status.clone()),
+            )
+            .await
+            .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+            let drain = Drain::new();
+            let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
+            let lc = ListenerConfig {
+                name: manifest.name.clone(),
+                capacity: manifest.limits.queue_capacity,
+                resync: (manifest.limits.resync_seconds > 0)
+                    .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
+                namespace: manifest.namespace.clone(),
+                label_selector: manifest.label_selector.clone(),
+            };
+            let handle = self
+                .registry
+                .add_listener(&r.value, lc, handler)
+                .await
+                .map_err(|e| {
+                    manifest
+                        .error_at(r.position, "resources", informer_reason(&e))
+                        .to_string()
+                })?;
+            parts.push(Part {
+                stats: handle.stats(),
+                handle: Some(handle),
+                drain,
+            });
+        }
+        Ok(Slot {
+            manifest: manifest.clone(),
+            status,
+            parts,
+            read_leases,
+            latency,
+            carried,
+            versions,
+        })
+    }
+
+    /// Starts watching the config directory and applying changes, with a
+    /// periodic rescan as a safety net.
+    pub fn start_reload(self: &Arc<Self>) -> anyhow::Result<()> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let debounce = self.options.debounce.unwrap_or(Duration::from_millis(300));
+        let mut watcher = crate::reload::ConfigWatcher::start(&self.config.dir, debounce, tx)?;
+        let dirs = {
+            // Components of plugins already loaded.
+            let sh = self.shared.lock();
+            let mut d: Vec<PathBuf> = Vec::new();
+            for s in sh.slots.values() {
+                if let Ok(s) = s.try_lock() {
+                    if let Some(p) = s.manifest.wasm.parent() {
+                        d.push(p.to_path_buf());
+                    }
+                }
+            }
+            d
+        };
+        watcher.watch_dirs(&dirs);
+        *self.watch.lock() = Some(watcher);
+        let every = self.options.rescan_every.unwrap_or(Duration::from_secs(5));
+        let me = Arc::downgrade(self);
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    got = rx.recv() => if got.is_none() { return },
+                    _ = tick.tick() => {}
+                }
+                // Coalesce a burst of signals into one rescan.
+                while rx.try_recv().is_ok() {}
+                let Some(host) = me.upgrade() else { return };
+                host.reconcile().await;
+            }
+        });
+        *self.reload_task.lock() = Some(task);
+        Ok(())
+    }
+
+    /// Updates the remembered informer stats: running informers from the
+    /// registry, stopped ones keep their last values with `running = false`.
+    fn refresh_informers(&self) {
+        let stats = self.registry.stats();
+        let mut sh = self.shared.lock();
+        for i in sh.informers.values_mut() {
+            i.running = false;
+        }
+        for (id, s) in stats {
+            sh.informers.insert(
+                id,
+                InformerReport {
+                    objects: s.objects,
+                    last_sync_resource_version: s.last_sync_resource_version,
+                    lists: s.lists,
+                    watch_restarts: s.watch_restarts,
+                    relists_410: s.relists_410,
+                    synced: s.has_synced,
+                    running: true,
+                },
+            );
+        }
+    }
+
+    /// Stops hot reload, drains every plugin (each finishes its current event),
+    /// stops every informer, and returns the final report.
+    pub async fn shutdown(self: &Arc<Self>) -> Report {
+        if let Some(t) = self.reload_task.lock().take() {
+            t.abort();
+        }
+        self.watch.lock().take();
+        // Wait for a reconcile in progress, and keep others out.
+        let _apply = self.apply.lock().await;
+        self.refresh_informers();
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        let grace = self.grace();
+        let stops = slots.iter().map(|(name, s)| async move {
+            let mut s = s.lock().await;
+            // A plugin resting in quarantine or backoff at exit keeps that state
+            // in the report; one that was working is reported as stopped.
+            let state = s.report().state;
+            s.stop(grace).await;
+            let mut r = s.report();
+            r.state = match state.as_str() {
+                "quarantined" | "backing-off" => state,
+                _ => "stopped".into(),
+            };
+            (name.clone(), r)
+        });
+        let finals = futures::future::join_all(stops).await;
+        {
+            let mut sh = self.shared.lock();
+            sh.slots.clear();
+            for (n, r) in finals {
+                sh.last.insert(n.clone(), r.clone());
+                sh.gone.insert(n, r);
+            }
+        }
+        self._prewarm.lock().clear();
+        let mut report = self.report();
+        for i in report.informers.values_mut() {
+            i.running = false;
+        }
+        report
+    }
+
+    /// Names of the running plugins.
+    pub fn plugin_names(&self) -> Vec<String> {
+        self.shared.lock().slots.keys().cloned().collect()
+    }
+}
+
+/// Folds a multi-line error (wasmtime's `Caused by:` chains) into one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn informer_reason(e: &InformerError) -> String {
+    e.to_string()
+}
+
+impl Observe for Host {
+    fn report(&self) -> Report {
+        self.refresh_informers();
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        let mut plugins = BTreeMap::new();
+        for (name, s) in slots {
+            // A slot being reloaded or stopped is locked: show its last report.
+            let r = match s.try_lock() {
+                Ok(s) => Some(s.report()),
+                Err(_) => self.shared.lock().last.get(&name).cloned(),
+            };
+            if let Some(r) = r {
+                plugins.insert(name, r);
+            }
+        }
+        let mut sh = self.shared.lock();
+        for (n, r) in &plugins {
+            sh.last.insert(n.clone(), r.clone());
+        }
+        for (n, r) in &sh.gone {
+            plugins.entry(n.clone()).or_insert_with(|| r.clone());
+        }
+        for f in sh.failures.values() {
+            if let Some(n) = &f.plugin {
+                let e = plugins.entry(n.clone()).or_insert_with(|| PluginReport {
+                    state: "failed".into(),
+                    ..Default::default()
+                });
+                if e.state == "failed" {
+                    e.last_error = Some(f.message.clone());
+                }
+            }
+        }
+        Report {
+            plugins,
+            informers: sh.informers.clone(),
+            duration_seconds: self.started.elapsed().as_secs_f64(),
+            simulator_objects: BTreeMap::new(),
+            reloads: sh.events.clone(),
+            config_errors: sh.failures.values().map(|f| f.message.clone()).collect(),
+        }
+    }
+
+    fn not_ready(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for (id, s) in self.registry.stats() {
+            if !s.has_synced {
+                reasons.push(format!("informer {id} has not synced"));
+            }
+        }
+        for f in self.shared.lock().failures.values() {
+            reasons.push(format!("plugin failed to load: {}", f.message));
+        }
+        reasons
+    }
+}

@@ -1,0 +1,322 @@
+//! Shared helpers of the host's end-to-end tests: a config directory in a temp
+//! dir, the `wasm-informer` binary as a child process whose stderr is collected
+//! line by line, and a tiny HTTP GET for the metrics endpoint.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Generous: plugins may compile cold on a busy 2-core machine.
+pub const LONG: Duration = Duration::from_secs(400);
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// A built example plugin; fails loudly when it has not been built.
+pub fn plugin_wasm(name: &str) -> PathBuf {
+    let p = repo_root()
+        .join("target/plugins")
+        .join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: build the example plugins first with scripts/build-plugins.sh",
+        p.display()
+    );
+    p
+}
+
+/// The shared compiled-component cache (keeps repeated runs fast).
+pub fn cache_dir() -> PathBuf {
+    repo_root().join("target/wasm-cache")
+}
+
+/// A config directory in a temp dir.
+pub struct Fixture {
+    pub tmp: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// host.toml with a free metrics port, the shared cache, a small simulator,
+    /// and `extra` appended; an empty plugins/ and a wasm/ directory.
+    pub fn new(extra: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("plugins")).unwrap();
+        std::fs::create_dir(tmp.path().join("wasm")).unwrap();
+        let host = format!(
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\nshutdown_grace_ms = 5000\n{extra}\n[sim]\npods = 120\nnamespaces = 3\nchurn_per_second = 10\n",
+            cache_dir().display()
+        );
+        std::fs::write(tmp.path().join("host.toml"), host).unwrap();
+        Self { tmp }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// Writes a file atomically (temp + rename), as editors and deploy tools do,
+    /// so the watcher never sees half a file.
+    pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path(rel);
+        let tmp = p.with_file_name(format!(".{}.tmp", p.file_name().unwrap().to_string_lossy()));
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+        p
+    }
+
+    pub fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.path(rel)).unwrap();
+    }
+
+    /// Copies a built example plugin into wasm/NAME.wasm.
+    pub fn copy_plugin(&self, plugin: &str, as_name: &str) -> PathBuf {
+        let bytes = std::fs::read(plugin_wasm(plugin)).unwrap();
+        self.write(&format!("wasm/{as_name}.wasm"), bytes)
+    }
+}
+
+/// A running `wasm-informer` process.
+pub struct HostProc {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    seen: usize,
+}
+
+impl HostProc {
+    /// Spawns the binary with `args`, in the repository root.
+    pub fn spawn(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
+            .args(args)
+            .current_dir(repo_root())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn wasm-informer");
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let l2 = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if std::env::var_os("HOST_TEST_ECHO").is_some() {
+                    eprintln!("host| {line}");
+                }
+                l2.lock().unwrap().push(line);
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: 0,
+        }
+    }
+
+    /// Every stderr line so far.
+    pub fn log(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits for a stderr line (after the last one matched) containing every
+    /// string of `parts`; panics with the log on timeout or exit.
+    pub fn wait_line(&mut self, parts: &[&str], timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let lines = self.lines.lock().unwrap();
+                for (i, l) in lines.iter().enumerate().skip(self.seen) {
+                    if parts.iter().all(|p| l.contains(p)) {
+                        self.seen = i + 1;
+                        return l.clone();
+                    }
+                }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(200));
+                panic!(
+                    "host exited ({status}) before logging {parts:?}; log:\n{}",
+                    self.log().join("\n")
+                );
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "no log line with {parts:?} within {timeout:?}; log:\n{}",
+                    self.log().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for a stderr line (after the last one matched) containing any of
+    /// `alternatives`.
+    pub fn wait_line_any(&mut self, alternatives: &[&str], timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let lines = self.lines.lock().unwrap();
+                for (i, l) in lines.iter().enumerate().skip(self.seen) {
+                    if alternatives.iter().any(|p| l.contains(p)) {
+                        self.seen = i + 1;
+                        return l.clone();
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "no log line with any of {alternatives:?} within {timeout:?}; log:\n{}",
+                    self.log().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The metrics address the host printed.
+    pub fn metrics_addr(&mut self) -> SocketAddr {
+        let line = self.wait_line(&["wasm-informer: metrics at http://"], LONG);
+        let rest = line.split("http://").nth(1).unwrap();
+        rest.trim_end_matches("/metrics").trim().parse().unwrap()
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM failed");
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                // Let the reader thread drain the pipe.
+                std::thread::sleep(Duration::from_millis(200));
+                return s;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "host did not exit within {timeout:?}; log:\n{}",
+                    self.log().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for HostProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A plain HTTP/1.1 GET; returns status code and body.
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (code, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n..];
+        s = s.strip_prefix("\r\n").unwrap_or(s);
+    }
+    out
+}
+
+/// The value of one sample in Prometheus text, by exact series text
+/// (`name{labels}`).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Plugin names whose `state="running"` series is 1.
+pub fn running_plugins(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("wasm_informer_plugin_state{")
+                && l.contains("state=\"running\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) == Some(1.0)
+        })
+        .filter_map(|l| {
+            l.split("plugin=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(str::to_string)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Polls `/metrics` until `pred` holds.
+pub fn wait_metrics(
+    addr: SocketAddr,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (code, body) = http_get(addr, "/metrics");
+        if code == 200 && pred(&body) {
+            return body;
+        }
+        if Instant::now() >= deadline {
+            panic!("metrics never showed {what}; last scrape:\n{body}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
