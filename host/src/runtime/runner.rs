@@ -14,9 +14,11 @@
 //! synchronous path (`examples/runtime_bench.rs`). The alternative, wasmtime's
 //! async API with epoch yielding on the tokio workers, would still run guest
 //! code on the workers between yields (a busy plugin would share the threads
-//! the reflectors use), costs a fiber switch per call (1.2 us against 0.7 us
-//! per call in the toolchain measurements) and cannot preempt a guest blocked
-//! in a synchronous host call.
+//! the reflectors use) and costs a fiber switch per call (1.2 us against
+//! 0.7 us per call in the toolchain measurements). Its one advantage, which
+//! this design gives up: a guest blocked in a WASI sleep past its deadline is
+//! stopped only when the sleep returns (the call then counts as a deadline
+//! trap), not at the deadline itself.
 //!
 //! Invariant: after a trap the instance is dropped and `handle` returns
 //! [`Delivery::Restarted`]; the next `handle` first waits out the backoff or
