@@ -4,7 +4,8 @@
 //! Run: `cargo run --release -p wasm-informer --example runtime_bench`
 //! (optionally `-- EVENTS`). It reports:
 //! - sync: `PluginInstance::handle` on this thread (conversion + call);
-//! - call only: the call with an event converted once;
+//! - call only: the call with an event converted once (and with a tiny event,
+//!   the fixed cost of a call);
 //! - runner: through `PluginRunner` (the plugin's own thread, a channel and a
 //!   oneshot per event), as a listener drives it;
 //! - instantiation time with the on-demand and the pooling allocator.
@@ -68,7 +69,8 @@ fn pod_3kb() -> ObjectRef {
             "resourceVersion": "123456",
             "creationTimestamp": "2026-01-01T00:00:00Z",
             "labels": {"app": "web", "tier": "frontend", "pod-template-hash": "7d9f8c6b5", "team": "payments"},
-            "annotations": {"checksum/config": "a".repeat(64), "prometheus.io/scrape": "true"},
+            "annotations": {"checksum/config": "a".repeat(64), "prometheus.io/scrape": "true",
+                            "deployment.kubernetes.io/revision": "12", "description": "d".repeat(700)},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8c6b5", "uid": "5c1d2e3f-0000-1111-2222-333344445555", "controller": true}],
         },
         "spec": {"nodeName": "node-17", "serviceAccountName": "web", "containers": containers,
@@ -79,6 +81,33 @@ fn pod_3kb() -> ObjectRef {
                    "containerStatuses": [{"name": "container-0", "ready": true, "restartCount": 0, "image": "registry.local/team/app-0:1.2.3", "imageID": format!("sha256:{}", "b".repeat(64)), "started": true}]},
     });
     Arc::new(Object::from_json(json.to_string().as_bytes(), &Transform::default()).unwrap())
+}
+
+/// Nanoseconds this thread has spent on a CPU (Linux `schedstat`), so a rate
+/// can be stated per CPU-second even when the machine is shared.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Times `f` (which handles `n` events) by this thread's CPU time and by the
+/// wall clock.
+fn measure(n: u64, f: impl FnOnce()) -> String {
+    let cpu0 = thread_cpu_ns();
+    let t = Instant::now();
+    f();
+    let wall = t.elapsed();
+    let cpu = cpu0.and_then(|c0| thread_cpu_ns().map(|c1| Duration::from_nanos(c1 - c0)));
+    let per = |d: Duration| n as f64 / d.as_secs_f64();
+    match cpu {
+        Some(c) => format!(
+            "{:>9.0} events/s per CPU-second ({:.3} us CPU/event); wall {:>9.0}/s",
+            per(c),
+            c.as_secs_f64() * 1e6 / n as f64,
+            per(wall)
+        ),
+        None => format!("wall {:>9.0} events/s", per(wall)),
+    }
 }
 
 fn rate(n: u64, d: Duration) -> String {
@@ -137,29 +166,48 @@ fn main() {
         for _ in 0..10_000 {
             assert_eq!(i.handle(&n), CallOutcome::Ok);
         }
-        let t = Instant::now();
-        for _ in 0..events {
-            if i.handle(&n) != CallOutcome::Ok {
-                panic!("noop failed");
+        let r = measure(events, || {
+            for _ in 0..events {
+                if i.handle(&n) != CallOutcome::Ok {
+                    panic!("noop failed");
+                }
             }
-        }
-        println!(
-            "[{label}] sync handle (convert + call): {}",
-            rate(events, t.elapsed())
-        );
+        });
+        println!("[{label}] sync handle (convert + call): {r}");
         println!("[{label}] fuel per event: {}", i.fuel_consumed());
 
         let ev = convert::event(&n);
-        let t = Instant::now();
-        for _ in 0..events {
-            if i.call(&ev) != CallOutcome::Ok {
-                panic!("noop failed");
+        let r = measure(events, || {
+            for _ in 0..events {
+                if i.call(&ev) != CallOutcome::Ok {
+                    panic!("noop failed");
+                }
             }
-        }
-        println!(
-            "[{label}] call only (pre-converted):    {}",
-            rate(events, t.elapsed())
+        });
+        println!("[{label}] call only (pre-converted):    {r}");
+
+        // The fixed cost of a call: an event with a tiny object (no labels,
+        // annotations or owners, 40 bytes of JSON).
+        let tiny = Arc::new(
+            Object::from_json(
+                br#"{"metadata":{"name":"t","namespace":"n"}}"#,
+                &Transform::default(),
+            )
+            .unwrap(),
         );
+        let ev = convert::event(&Notification {
+            object: tiny,
+            ..n.clone()
+        });
+        let r = measure(events, || {
+            for _ in 0..events {
+                if i.call(&ev) != CallOutcome::Ok {
+                    panic!("noop failed");
+                }
+            }
+        });
+        println!("[{label}] call only, tiny event:        {r}");
+        println!("[{label}] fuel per tiny event: {}", i.fuel_consumed());
     }
 
     let engine = PluginEngine::new(EngineConfig::default()).unwrap();

@@ -19,6 +19,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("log-flood", "LOG_FLOOD"),
     ("slow", "SLOW"),
     ("sandbox-probe", "SANDBOX_PROBE"),
+    ("echo", "ECHO"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),

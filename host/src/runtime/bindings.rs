@@ -9,10 +9,10 @@ wasmtime::component::bindgen!({
     world: "event-handler",
 });
 
-pub use exports::wasm_informer::plugin::handler::Guest as HandlerExports;
-pub use wasm_informer::plugin::cache as cache_iface;
-pub use wasm_informer::plugin::log as log_iface;
-pub use wasm_informer::plugin::types as wit;
+pub use self::exports::wasm_informer::plugin::handler::Guest as HandlerExports;
+pub use self::wasm_informer::plugin::cache as cache_iface;
+pub use self::wasm_informer::plugin::log as log_iface;
+pub use self::wasm_informer::plugin::types as wit;
 
 /// The WIT package this host implements.
 pub const PACKAGE: &str = "wasm-informer:plugin";

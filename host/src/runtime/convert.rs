@@ -101,3 +101,106 @@ mod tests {
         assert!(!e.final_state_unknown);
     }
 }
+
+/// Borrowed mirrors of the WIT records: lowered straight from the cached
+/// object into the guest's memory, with no intermediate host copy of any
+/// string. They have exactly the WIT types of [`wit::Event`] and its parts
+/// (checked once per instance by [`wasmtime::component::Func::typed`]).
+pub mod borrowed {
+    use wasmtime::component::{ComponentType, Lower};
+
+    use super::wit;
+    use crate::notification::Notification;
+    use crate::object::Object;
+
+    /// `key-value`.
+    #[derive(ComponentType, Lower)]
+    #[component(record)]
+    pub struct KeyValue<'a> {
+        key: &'a str,
+        value: &'a str,
+    }
+
+    /// `object-meta`.
+    #[derive(ComponentType, Lower)]
+    #[component(record)]
+    pub struct ObjectMeta<'a> {
+        namespace: Option<&'a str>,
+        name: &'a str,
+        uid: &'a str,
+        #[component(name = "resource-version")]
+        resource_version: &'a str,
+        generation: Option<i64>,
+        labels: Vec<KeyValue<'a>>,
+        annotations: Vec<KeyValue<'a>>,
+        #[component(name = "creation-timestamp")]
+        creation_timestamp: Option<&'a str>,
+        #[component(name = "deletion-timestamp")]
+        deletion_timestamp: Option<&'a str>,
+        #[component(name = "owner-uids")]
+        owner_uids: &'a [String],
+    }
+
+    /// `object-view`.
+    #[derive(ComponentType, Lower)]
+    #[component(record)]
+    pub struct ObjectView<'a> {
+        meta: ObjectMeta<'a>,
+        json: &'a str,
+    }
+
+    /// `event`.
+    #[derive(ComponentType, Lower)]
+    #[component(record)]
+    pub struct Event<'a> {
+        kind: wit::EventKind,
+        resource: &'a str,
+        key: &'a str,
+        object: ObjectView<'a>,
+        #[component(name = "old-object")]
+        old_object: Option<ObjectView<'a>>,
+        #[component(name = "is-in-initial-list")]
+        is_in_initial_list: bool,
+        #[component(name = "final-state-unknown")]
+        final_state_unknown: bool,
+    }
+
+    fn kv(map: &std::collections::BTreeMap<String, String>) -> Vec<KeyValue<'_>> {
+        map.iter()
+            .map(|(k, v)| KeyValue { key: k, value: v })
+            .collect()
+    }
+
+    /// Borrows one cached object.
+    pub fn object_view(o: &Object) -> ObjectView<'_> {
+        let m = &o.meta;
+        ObjectView {
+            meta: ObjectMeta {
+                namespace: m.namespace.as_deref(),
+                name: &m.name,
+                uid: &m.uid,
+                resource_version: &m.resource_version,
+                generation: m.generation,
+                labels: kv(&m.labels),
+                annotations: kv(&m.annotations),
+                creation_timestamp: m.creation_timestamp.as_deref(),
+                deletion_timestamp: m.deletion_timestamp.as_deref(),
+                owner_uids: &m.owner_uids,
+            },
+            json: &o.json,
+        }
+    }
+
+    /// Borrows one notification.
+    pub fn event(n: &Notification) -> Event<'_> {
+        Event {
+            kind: super::event_kind(n.kind),
+            resource: &n.resource,
+            key: &n.key,
+            object: object_view(&n.object),
+            old_object: n.old.as_deref().map(object_view),
+            is_in_initial_list: n.in_initial_list,
+            final_state_unknown: n.final_state_unknown,
+        }
+    }
+}
