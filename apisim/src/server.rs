@@ -63,12 +63,12 @@ fn value_response(code: u16, v: &Value) -> Response {
 
 fn error_response(e: &ApiError) -> Response {
     let mut r = json_response(e.code, e.body());
-    if e.code == 429 {
-        let secs = e
-            .details
-            .as_ref()
-            .and_then(|d| d["retryAfterSeconds"].as_u64())
-            .unwrap_or(1);
+    // As the apiserver does: details.retryAfterSeconds becomes a Retry-After header.
+    if let Some(secs) = e
+        .details
+        .as_ref()
+        .and_then(|d| d["retryAfterSeconds"].as_u64())
+    {
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }

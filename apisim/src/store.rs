@@ -446,6 +446,7 @@ impl Store {
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
             default_status(&rt, &mut obj);
+            normalize(&rt, &mut obj);
             let so = Arc::new(StoredObject::from_value(&rt, &obj));
             inner.rv = rv;
             self.commit(&mut inner, rid, ChangeType::Added, so.clone(), None);
@@ -611,6 +612,7 @@ impl Store {
                 }
             };
             merged["metadata"]["resourceVersion"] = json!(old.rv.to_string());
+            normalize(&rt, &mut merged);
             if merged == old_v {
                 // No-op: the apiserver neither bumps the resourceVersion nor emits an event.
                 return Ok(old);
@@ -870,7 +872,8 @@ impl Store {
     }
 }
 
-fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), ApiError> {
+/// Rejects field selectors on fields `rt` does not support (400 naming the field).
+pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), ApiError> {
     for r in &fields.requirements {
         let ok = r.field == "metadata.name"
             || r.field == "metadata.namespace"
@@ -883,6 +886,27 @@ fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), ApiE
         }
     }
     Ok(())
+}
+
+/// Write-time conversions the apiserver performs on every create and update: a Secret's
+/// `stringData` is merged into `data` (base64) and dropped.
+fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if rt.group.is_empty() && rt.plural == "secrets" {
+        use base64::Engine;
+        let Some(m) = obj.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::Object(sd)) = m.remove("stringData") {
+            let data = m.entry("data").or_insert_with(|| json!({}));
+            if !data.is_object() {
+                *data = json!({});
+            }
+            for (k, v) in sd {
+                let text = v.as_str().unwrap_or_default();
+                data[k.as_str()] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
+    }
 }
 
 /// Fills in the status a fresh object of a built-in type has on a real cluster.
@@ -1118,6 +1142,23 @@ mod tests {
             .unwrap();
         assert_eq!(st.value()["status"]["phase"], "Running");
         assert_eq!(st.value()["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn secret_string_data_becomes_data() {
+        let s = Store::new(100);
+        let rid = s.rid("v1", "secrets");
+        let o = s
+            .create(
+                rid,
+                Some("default"),
+                json!({"metadata":{"name":"s"},"data":{"a":"YQ=="},"stringData":{"b":"hunter2"}}),
+            )
+            .unwrap()
+            .value();
+        assert_eq!(o["data"], json!({"a":"YQ==","b":"aHVudGVyMg=="}));
+        assert!(o.get("stringData").is_none());
+        assert_eq!(o["type"], "Opaque");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::faults::{Faults, WatchGuard};
 use crate::object::{ObjectRef, StoredObject};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
-use crate::store::{Change, ChangeType, ListRequest, ListVersion, Store};
+use crate::store::{validate_fields, Change, ChangeType, ListRequest, ListVersion, Store};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,18 +136,11 @@ impl Watch {
                 )
             }
             WatchStart::Now => {
-                let mut lr = ListRequest::all(None);
-                lr.fields = req.fields.clone();
-                // Validates the field selector for this type.
-                lr.limit = Some(1);
-                store.list(req.resource, &lr)?;
+                validate_fields(&rt, &req.fields)?;
                 (Phase::Live, store.current_rv(), None)
             }
             WatchStart::After(rv) => {
-                let mut lr = ListRequest::all(None);
-                lr.fields = req.fields.clone();
-                lr.limit = Some(1);
-                store.list(req.resource, &lr)?;
+                validate_fields(&rt, &req.fields)?;
                 let compacted = store.compacted_rv();
                 if rv < compacted {
                     (Phase::Done, rv, Some(ApiError::too_old_rv(rv, compacted)))

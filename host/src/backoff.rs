@@ -8,6 +8,8 @@
 //! failure the step starts again from `initial`. Time is read from
 //! [`tokio::time::Instant`], so tests drive it with a paused clock.
 
+#![warn(missing_docs)]
+
 use std::time::Duration;
 
 use rand::rngs::StdRng;

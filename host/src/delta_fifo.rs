@@ -14,6 +14,8 @@
 //! - [`DeltaFifo::has_synced`] turns true only once every item queued by the first
 //!   Replace has been popped *and* reported processed with [`DeltaFifo::done`].
 
+#![warn(missing_docs)]
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -60,7 +62,7 @@ impl Delta {
     }
 }
 
-/// What [`DeltaFifo::pop`] returns: every queued delta of one key.
+/// What [`DeltaFifo::pop_process`] hands over: every queued delta of one key.
 #[derive(Debug)]
 pub struct Popped {
     /// The object key.
@@ -510,6 +512,35 @@ mod tests {
         let (_ix, f) = fifo();
         f.replace(vec![]);
         assert!(f.has_synced());
+    }
+
+    /// I8: a Replace that races with processing of a popped key still sees
+    /// that key (processing holds the FIFO lock, as in client-go), so an object
+    /// missing from the list gets its delete instead of becoming a phantom.
+    #[test]
+    fn replace_racing_with_processing_leaves_no_phantom() {
+        let (ix, f) = fifo();
+        let f = Arc::new(f);
+        f.add(obj("racer", 1));
+        let (f2, ix2) = (f.clone(), ix.clone());
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let popper = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(f2.pop_process(|p| {
+                started_tx.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                for d in &p.deltas {
+                    ix2.upsert(&p.key, d.object.clone());
+                }
+            }));
+        });
+        started_rx.recv().unwrap();
+        f.replace(vec![]); // the list no longer has "racer"
+        popper.join().unwrap();
+        let p = f.try_pop().expect("a delete for the vanished key");
+        assert_eq!(kinds(&p), vec![(DeltaType::Deleted, "1".into(), true)]);
     }
 
     #[tokio::test]

@@ -644,9 +644,15 @@ impl Host {
         let grace = self.grace();
         let stops = slots.iter().map(|(name, s)| async move {
             let mut s = s.lock().await;
+            // A plugin resting in quarantine or backoff at exit keeps that state
+            // in the report; one that was working is reported as stopped.
+            let state = s.report().state;
             s.stop(grace).await;
             let mut r = s.report();
-            r.state = "stopped".into();
+            r.state = match state.as_str() {
+                "quarantined" | "backing-off" => state,
+                _ => "stopped".into(),
+            };
             (name.clone(), r)
         });
         let finals = futures::future::join_all(stops).await;

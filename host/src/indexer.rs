@@ -10,6 +10,8 @@
 //! to no other key; all of this changes under one write lock, so readers never see
 //! an object without its index entries or the reverse.
 
+#![warn(missing_docs)]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 

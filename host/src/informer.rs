@@ -49,6 +49,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Duration;

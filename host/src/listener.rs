@@ -7,13 +7,13 @@
 //! changed, so that it later receives the final state of each such key.
 //!
 //! Invariants:
-//! - I1: [`ListenerShared::push`] is O(1) (one map or queue operation under the
+//! - I1: `ListenerShared::push` is O(1) (one map or queue operation under the
 //!   listener's own mutex) and never awaits anything.
 //! - I3: while the queue has room and no key is pending, notifications are queued
 //!   in dispatch order; per-key order always holds (a pending key is resolved only
 //!   after every notification queued before it was taken).
 //! - I4: at most `capacity` full notifications are queued; on overflow the only
-//!   growth is one [`DirtyEntry`] per distinct key.
+//!   growth is one `DirtyEntry` per distinct key.
 //! - I5: a pending key is resolved against the Indexer while the dispatcher is
 //!   excluded, to the current object (`Added` if the handler never knew the key,
 //!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
@@ -21,6 +21,8 @@
 //! - I6: a replay (on subscribe or after [`Delivery::Restarted`]) is a snapshot
 //!   taken while the dispatcher is excluded; it supersedes everything queued or
 //!   pending, and every later notification follows it.
+
+#![warn(missing_docs)]
 
 use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, VecDeque};
@@ -113,6 +115,8 @@ pub struct ListenerStats {
     pub handler_errors: AtomicU64,
     /// `Delivery::Restarted` results (each followed by a replay).
     pub restarts: AtomicU64,
+    /// Handler panics (the listener closes after one).
+    pub panics: AtomicU64,
     /// Time from a notification entering the listener (queued, resolved or
     /// snapshotted) to its handler returning.
     pub latency: LatencyHistogram,
@@ -180,20 +184,37 @@ impl LatencyHistogram {
 /// Field names follow the report JSON where they overlap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ListenerStatsSnapshot {
+    /// See [`ListenerStats::added`].
     pub added: u64,
+    /// See [`ListenerStats::updated`].
     pub updated: u64,
+    /// See [`ListenerStats::deleted`].
     pub deleted: u64,
+    /// See [`ListenerStats::synced`].
     pub synced: u64,
+    /// See [`ListenerStats::replayed`].
     pub replayed: u64,
+    /// See [`ListenerStats::overflowed`].
     pub overflowed: u64,
+    /// See [`ListenerStats::coalesced`].
     pub coalesced: u64,
+    /// See [`ListenerStats::queue_depth`].
     pub queue_depth: u64,
+    /// See [`ListenerStats::max_depth`].
     pub max_depth: u64,
+    /// See [`ListenerStats::pending_keys`].
     pub pending_keys: u64,
+    /// See [`ListenerStats::max_pending_keys`].
     pub max_pending_keys: u64,
+    /// See [`ListenerStats::handler_errors`].
     pub handler_errors: u64,
+    /// See [`ListenerStats::restarts`].
     pub restarts: u64,
+    /// See [`ListenerStats::panics`].
+    pub panics: u64,
+    /// Median latency from entering the listener to the handler returning, µs.
     pub latency_p50_us: u64,
+    /// 99th percentile of that latency, µs.
     pub latency_p99_us: u64,
 }
 
@@ -215,6 +236,7 @@ impl ListenerStats {
             max_pending_keys: r(&self.max_pending_keys),
             handler_errors: r(&self.handler_errors),
             restarts: r(&self.restarts),
+            panics: r(&self.panics),
             latency_p50_us: self.latency.quantile_us(0.5),
             latency_p99_us: self.latency.quantile_us(0.99),
         }
@@ -661,9 +683,23 @@ fn tombstone(key: &str) -> ObjectRef {
 
 /// The listener's task: feeds notifications to the handler one at a time and
 /// replays the cache into it after [`Delivery::Restarted`].
+/// A handler that panics is not called again: the listener closes (its queue is
+/// freed and it stops accepting notifications) and `panics` counts it.
 pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut handler: H) {
+    use futures::FutureExt;
     while let Some((n, since)) = shared.next().await {
-        let delivery = handler.handle(n.clone()).await;
+        let delivery = match std::panic::AssertUnwindSafe(handler.handle(n.clone()))
+            .catch_unwind()
+            .await
+        {
+            Ok(d) => d,
+            Err(_) => {
+                tracing::error!(listener = %shared.config.name, key = %n.key, "handler panicked; listener closed");
+                shared.stats.panics.fetch_add(1, Ordering::Relaxed);
+                shared.close();
+                return;
+            }
+        };
         shared.stats.latency.record(since.elapsed());
         shared.consumed(&n, &delivery);
         if delivery == Delivery::Restarted {

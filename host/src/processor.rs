@@ -6,10 +6,12 @@
 //!
 //! Invariants:
 //! - I2: for every delta the Indexer is updated before any listener is told.
-//! - I1: distribution only calls [`ListenerShared::push`], which never waits for a
+//! - I1: distribution only calls `ListenerShared::push`, which never waits for a
 //!   consumer; the dispatcher never awaits anything while holding the gate.
 //! - I6: adding a listener takes its snapshot and registers it under the gate,
 //!   so it sees every change exactly once: in the snapshot or as a live event.
+
+#![warn(missing_docs)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,8 +42,11 @@ pub struct ProcessorStats {
 /// A copy of [`ProcessorStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ProcessorStatsSnapshot {
+    /// See [`ProcessorStats::deltas`].
     pub deltas: u64,
+    /// See [`ProcessorStats::notifications`].
     pub notifications: u64,
+    /// Listeners registered now.
     pub listeners: u64,
 }
 

@@ -16,6 +16,8 @@
 //! - a bookmark advances the resourceVersion and produces no delta;
 //! - `last_sync_resource_version` is only ever a version the server sent.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,14 +39,19 @@ use crate::delta_fifo::DeltaFifo;
 use crate::object::{Object, ObjectRef, Transform};
 use crate::resource::ResourceSpec;
 
+/// Streaming lists that end early, in a row, before falling back to paging.
+const MAX_INCOMPLETE_STREAMING_LISTS: u32 = 3;
+
 /// Annotation on the bookmark that ends a streaming list's initial events.
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// Whether to try a streaming list (watch with `sendInitialEvents=true`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamingList {
-    /// Try it; if the server refuses or ignores it, fall back to a paged list
-    /// for the rest of this Reflector's life.
+    /// Try it; if the server refuses it (400, 403, 422, 501), ignores it (a
+    /// bookmark without `k8s.io/initial-events-end` during the initial events),
+    /// or ends it early three times in a row, fall back to a paged list for the
+    /// rest of this Reflector's life.
     Auto,
     /// Always use a paged list.
     Off,
@@ -129,18 +136,31 @@ pub struct ReflectorStats {
 /// A copy of [`ReflectorStats`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReflectorStatsSnapshot {
+    /// See [`ReflectorStats::lists`].
     pub lists: u64,
+    /// See [`ReflectorStats::list_pages`].
     pub list_pages: u64,
+    /// See [`ReflectorStats::streaming_lists`].
     pub streaming_lists: u64,
+    /// See [`ReflectorStats::streaming_fallbacks`].
     pub streaming_fallbacks: u64,
+    /// See [`ReflectorStats::watches`].
     pub watches: u64,
+    /// See [`ReflectorStats::watch_restarts`].
     pub watch_restarts: u64,
+    /// See [`ReflectorStats::relists_410`].
     pub relists_410: u64,
+    /// See [`ReflectorStats::bookmarks`].
     pub bookmarks: u64,
+    /// See [`ReflectorStats::events`].
     pub events: u64,
+    /// See [`ReflectorStats::errors`].
     pub errors: u64,
+    /// See [`ReflectorStats::decode_errors`].
     pub decode_errors: u64,
+    /// The last resourceVersion synced to.
     pub last_sync_resource_version: String,
+    /// The most recent error, if any.
     pub last_error: Option<String>,
 }
 
@@ -329,6 +349,7 @@ impl Reflector {
         let mut need_list = true;
         let mut rv = String::new();
         let mut streaming = self.config.streaming_list == StreamingList::Auto;
+        let mut incomplete = 0u32;
         loop {
             if need_list && streaming {
                 let mut initial = Some(Initial {
@@ -337,13 +358,26 @@ impl Reflector {
                 let end = self.streaming_list(&list_rv, &mut rv, &mut initial).await;
                 if initial.is_none() {
                     need_list = false;
+                    incomplete = 0;
                 }
                 match end {
                     StreamEnd::Closed if initial.is_some() => {
-                        // The server streamed without ever ending the initial
-                        // events: it ignores sendInitialEvents.
-                        self.fallback("stream ended before the initial-events-end bookmark");
-                        streaming = false;
+                        // Ended before the initial events did: a dropped
+                        // stream, or a server that ignores sendInitialEvents.
+                        // Retry; give up on streaming after a few in a row.
+                        incomplete += 1;
+                        if incomplete >= MAX_INCOMPLETE_STREAMING_LISTS {
+                            self.fallback(
+                                "streams keep ending before the initial-events-end bookmark",
+                            );
+                            streaming = false;
+                        } else {
+                            let f = Failure::Other(format!(
+                                "streaming list of {} ended before the initial-events-end bookmark",
+                                self.spec.id
+                            ));
+                            self.after_failure(f, &mut need_list, &mut list_rv).await;
+                        }
                     }
                     StreamEnd::Failed(Failure::StreamingUnsupported(why)) => {
                         self.fallback(&why);
@@ -691,6 +725,14 @@ impl Reflector {
                     .as_ref()
                     .and_then(|a| a.get(INITIAL_EVENTS_END))
                     .is_some_and(|v| v == "true");
+                if !end && initial.is_some() {
+                    // A server that supports streaming lists sends the
+                    // initial-events-end bookmark before any other bookmark.
+                    return Err(StreamEnd::Failed(Failure::StreamingUnsupported(format!(
+                        "watch of {} sent a bookmark without {INITIAL_EVENTS_END} during the initial events",
+                        self.spec.id
+                    ))));
+                }
                 if end {
                     if let Some(init) = initial.take() {
                         ReflectorStats::inc(&self.stats.lists);

@@ -8,6 +8,8 @@
 //! built-in table) vouched for; its [`ResourceSpec::id`] round-trips through
 //! [`ResourceId::parse`].
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 use http::Request;

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use informer_support::soak::{run, SoakConfig};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn i5_i8_converges_under_random_churn_faults_and_overflow() {
+async fn converge(streaming: bool) {
     let report = run(SoakConfig {
         seed: 20261130,
         pods: 400,
@@ -19,6 +18,7 @@ async fn i5_i8_converges_under_random_churn_faults_and_overflow() {
         rate: 300.0,
         slow_capacity: 64,
         slow_delay: Duration::from_millis(2),
+        streaming,
     })
     .await
     .unwrap_or_else(|e| panic!("I5/I8 violated: {e}"));
@@ -39,4 +39,14 @@ async fn i5_i8_converges_under_random_churn_faults_and_overflow() {
         report.slow
     );
     assert!(report.slow.max_depth <= 64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_i8_converges_under_random_churn_faults_and_overflow_paged_lists() {
+    converge(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i5_i8_converges_under_random_churn_faults_and_overflow_streaming_lists() {
+    converge(true).await;
 }

@@ -264,6 +264,7 @@ async fn i4_stuck_listener_memory_is_bounded_by_keys() {
         .collect();
     let mut rng = StdRng::seed_from_u64(4);
     let mut max_pending = 0;
+    let t0 = Instant::now();
     for i in 0..EVENTS {
         let o = versions[rng.random_range(0..versions.len())].clone();
         p.fifo.update(o);
@@ -273,9 +274,12 @@ async fn i4_stuck_listener_memory_is_bounded_by_keys() {
             assert!(stuck.queued() <= 1024);
         }
     }
+    let took = t0.elapsed();
     let s = stuck.stats().snapshot();
     eprintln!(
-        "I4: {EVENTS} events over {KEYS} keys; stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        "I4: {EVENTS} events over {KEYS} keys in {took:?} ({:.0} events/s through FIFO + Indexer + dispatch); \
+         stuck listener: queued {} (max {}), pending keys {} (max {}), overflowed {}, coalesced {}",
+        EVENTS as f64 / took.as_secs_f64(),
         s.queue_depth, s.max_depth, s.pending_keys, s.max_pending_keys, s.overflowed, s.coalesced
     );
     assert!(
@@ -746,4 +750,35 @@ async fn overflowed_initial_list_keeps_in_initial_list() {
     }
     assert_eq!(keys.len(), 50);
     wait_until("listener synced", || h.has_synced()).await;
+}
+
+/// I7 at the listener level: a handler that panics only closes its own
+/// listener; the dispatcher and other listeners carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_handler_closes_only_its_listener() {
+    struct Panics;
+    impl Handler for Panics {
+        async fn handle(&mut self, _n: NotificationRef) -> Delivery {
+            panic!("handler bug");
+        }
+    }
+    let p = Pipeline::new();
+    p.fifo.replace(vec![]);
+    p.drain();
+    let bad = p.processor.add_listener(cfg("bad", 8), Panics).unwrap();
+    let (rec, mut rx) = recorder();
+    let _good = p.processor.add_listener(cfg("good", 1024), rec).unwrap();
+    for i in 0..100 {
+        p.fifo.add(pod(&format!("p{i}"), i + 1, ""));
+        p.drain();
+    }
+    for _ in 0..100 {
+        tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    wait_until("panic counted", || bad.stats().snapshot().panics == 1).await;
+    assert_eq!(bad.queued(), 0, "a closed listener holds nothing");
+    assert_eq!(bad.pending_keys(), 0);
 }

@@ -295,16 +295,26 @@ async fn reflector_streaming_list_used_when_supported() {
     );
 }
 
-/// A server without streaming lists: it refuses the parameters (422, as an
-/// apiserver without the WatchList feature does) or ignores them (a plain
-/// watch that ends without the initial-events-end bookmark).
+/// How a server without streaming lists answers `sendInitialEvents=true`.
+#[derive(Clone, Copy, PartialEq)]
+enum NoStreaming {
+    /// 422, as an apiserver without the WatchList feature does.
+    Refuse,
+    /// A plain watch: ADDED events, then an ordinary bookmark.
+    Ignore,
+    /// ADDED events, then the stream ends.
+    EndEarly,
+}
+
+/// A one-resource server without streaming lists, recording query strings.
 async fn no_streaming_server(
-    refuse: bool,
+    mode: NoStreaming,
 ) -> (String, std::sync::Arc<parking_lot::Mutex<Vec<String>>>) {
     use axum::body::Body;
     use axum::extract::RawQuery;
     use axum::http::StatusCode;
     use axum::response::Response;
+    use futures::StreamExt;
     let log = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
     let log2 = log.clone();
     let pod = |name: &str, rv: u32| {
@@ -333,13 +343,22 @@ async fn no_streaming_server(
                         .unwrap()
                 };
                 if q.contains("sendInitialEvents=true") {
-                    if refuse {
+                    if mode == NoStreaming::Refuse {
                         return json(
                             StatusCode::UNPROCESSABLE_ENTITY,
                             Body::from(r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled","reason":"Invalid","code":422}"#),
                         );
                     }
-                    return json(StatusCode::OK, Body::from(added));
+                    if mode == NoStreaming::EndEarly {
+                        return json(StatusCode::OK, Body::from(added));
+                    }
+                    let bookmark = "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"10\"}}}\n";
+                    let lines = futures::stream::iter(vec![
+                        Ok::<_, std::io::Error>(bytes::Bytes::from(added)),
+                        Ok(bytes::Bytes::from_static(bookmark.as_bytes())),
+                    ])
+                    .chain(futures::stream::pending());
+                    return json(StatusCode::OK, Body::from_stream(lines));
                 }
                 if q.contains("watch=true") {
                     let never = futures::stream::pending::<Result<bytes::Bytes, std::io::Error>>();
@@ -355,8 +374,9 @@ async fn no_streaming_server(
     (format!("http://{addr}"), log)
 }
 
-async fn fallback_case(refuse: bool) {
-    let (url, log) = no_streaming_server(refuse).await;
+async fn fallback_case(mode: NoStreaming) {
+    let (url, log) = no_streaming_server(mode).await;
+    let attempts = if mode == NoStreaming::EndEarly { 3 } else { 1 };
     let yaml = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {url}\ncontexts:\n- name: s\n  context:\n    cluster: s\n    user: u\ncurrent-context: s\nusers:\n- name: u\n  user: {{}}\n"
     );
@@ -388,28 +408,39 @@ async fn fallback_case(refuse: bool) {
         .unwrap()
         .json
         .contains("managedFields"));
-    eventually("watch after the paged list", 30, || log.lock().len() >= 3).await;
+    eventually("watch after the paged list", 30, || {
+        log.lock().len() > attempts + 1
+    })
+    .await;
     let log = log.lock().clone();
-    assert!(log[0].contains("sendInitialEvents=true"), "{log:?}");
+    for l in &log[..attempts] {
+        assert!(l.contains("sendInitialEvents=true"), "{log:?}");
+    }
+    let (list, watch) = (&log[attempts], &log[attempts + 1]);
     assert!(
-        log[1].contains("limit=500") && log[1].contains("resourceVersion=0"),
+        list.contains("limit=500") && list.contains("resourceVersion=0"),
         "{log:?}"
     );
     assert!(
-        log[2].contains("watch=true") && log[2].contains("resourceVersion=10"),
+        watch.contains("watch=true") && watch.contains("resourceVersion=10"),
         "{log:?}"
     );
-    assert_eq!(log.len(), 3, "fallback is remembered: {log:?}");
+    assert_eq!(log.len(), attempts + 2, "fallback is remembered: {log:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflector_streaming_list_falls_back_when_refused() {
-    fallback_case(true).await;
+    fallback_case(NoStreaming::Refuse).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reflector_streaming_list_falls_back_when_ignored() {
-    fallback_case(false).await;
+    fallback_case(NoStreaming::Ignore).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_streaming_list_retries_then_falls_back_when_it_keeps_ending_early() {
+    fallback_case(NoStreaming::EndEarly).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

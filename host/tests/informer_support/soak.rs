@@ -30,6 +30,8 @@ pub struct SoakConfig {
     pub slow_capacity: usize,
     /// Time the slow listener spends per event.
     pub slow_delay: Duration,
+    /// Use streaming lists (else paged lists, where continue tokens can expire).
+    pub streaming: bool,
 }
 
 /// What happened.
@@ -94,7 +96,13 @@ pub async fn run(cfg: SoakConfig) -> Result<SoakReport, String> {
         .start("127.0.0.1:0".parse().unwrap())
         .await
         .map_err(|e| e.to_string())?;
-    let inf = pods_informer(&sim, fast_reflector(cfg.seed)).await;
+    let mut reflector = fast_reflector(cfg.seed);
+    if !cfg.streaming {
+        reflector.streaming_list = wasm_informer::reflector::StreamingList::Off;
+        // Small pages so relists span several continue tokens.
+        reflector.page_size = 100;
+    }
+    let inf = pods_informer(&sim, reflector).await;
     let (fast_h, fast_view) = ViewRecorder::new(None);
     let (mut slow_h, slow_view) = ViewRecorder::new(Some(cfg.slow_delay));
     slow_h.keep_log = false;

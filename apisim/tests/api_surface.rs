@@ -1,0 +1,262 @@
+//! The rest of the API surface through kube-client: resourceVersion semantics on lists, the status
+//! subresource, discovery (including a kind registered by a CRD), deletecollection and dryRun.
+
+mod common;
+
+use apisim::SimConfig;
+use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::Discovery;
+use serde_json::json;
+
+#[tokio::test]
+async fn list_resource_version_semantics() {
+    let sim = start(SimConfig::default()).await;
+    let store = sim.store().clone();
+    let cms = store.rid("v1", "configmaps");
+    store
+        .create(cms, Some("default"), configmap("a", "default", json!({})))
+        .unwrap();
+    let at = store.current_rv();
+    store
+        .create(cms, Some("default"), configmap("b", "default", json!({})))
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
+    let names = |l: kube::api::ObjectList<ConfigMap>| {
+        l.items
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap())
+            .collect::<Vec<_>>()
+    };
+    // Exact: the snapshot at `at`, reported at that RV.
+    let l = api
+        .list(
+            &ListParams::default()
+                .at(&at.to_string())
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    assert_eq!(l.metadata.resource_version, Some(at.to_string()));
+    assert_eq!(names(l), vec!["a"]);
+    // NotOlderThan and unset: the latest state.
+    let l = api
+        .list(
+            &ListParams::default()
+                .at(&at.to_string())
+                .matching(VersionMatch::NotOlderThan),
+        )
+        .await
+        .unwrap();
+    assert_eq!(names(l), vec!["a", "b"]);
+    let l = api.list(&ListParams::default().match_any()).await.unwrap();
+    assert_eq!(
+        l.metadata.resource_version,
+        Some(store.current_rv().to_string())
+    );
+    // Too new: 504 Timeout (kube-client would retry it 15 times; this client does not retry).
+    let mut cfg = kube::Config::new(sim.url().parse().unwrap());
+    cfg.default_retry = false;
+    let once: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(cfg).unwrap(), "default");
+    let future = (store.current_rv() + 100).to_string();
+    match once
+        .list(
+            &ListParams::default()
+                .at(&future)
+                .matching(VersionMatch::NotOlderThan),
+        )
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 504);
+            assert!(
+                s.message.starts_with("Too large resource version"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 504, got {other:?}"),
+    }
+    sim.faults().compact();
+    match once
+        .list(
+            &ListParams::default()
+                .at(&at.to_string())
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (410, "Expired")),
+        other => panic!("expected 410, got {other:?}"),
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_subresource_is_separate_from_the_main_resource() {
+    let sim = start(SimConfig::default()).await;
+    let api: Api<Deployment> = Api::namespaced(client(&sim), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &d).await.unwrap();
+    let pp = PatchParams::default();
+    // Status written through the main resource is ignored...
+    let after = api
+        .patch(
+            "d",
+            &pp,
+            &Patch::Merge(json!({"spec": {"replicas": 2}, "status": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.spec.unwrap().replicas, Some(2));
+    assert!(after.status.is_none());
+    assert_eq!(after.metadata.generation, Some(2));
+    // ...and spec written through /status is ignored.
+    let st = api
+        .patch_status(
+            "d",
+            &pp,
+            &Patch::Merge(json!({"spec": {"replicas": 9}, "status": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.status.unwrap().replicas, Some(7));
+    assert_eq!(st.spec.unwrap().replicas, Some(2));
+    assert_eq!(
+        st.metadata.generation,
+        Some(2),
+        "status writes do not bump generation"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn discovery_lists_builtins_and_crd_kinds() {
+    let sim = start(SimConfig::default()).await;
+    let c = client(&sim);
+    let v = c.apiserver_version().await.unwrap();
+    assert_eq!((v.major.as_str(), v.minor.as_str()), ("1", "33"));
+    let crds: Api<DynamicObject> = Api::all_with(
+        c.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1alpha1", "served": true, "storage": true}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let bad: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "nope.example.com"}, "spec": {"group": "example.com"}
+    }))
+    .unwrap();
+    match crds.create(&PostParams::default(), &bad).await.unwrap_err() {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("spec.names.plural"), "{}", s.message);
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+    let d = Discovery::new(c.clone()).run().await.unwrap();
+    let kinds: Vec<String> = d
+        .groups()
+        .flat_map(|g| {
+            g.recommended_resources()
+                .into_iter()
+                .map(|(ar, _)| format!("{}/{}", ar.api_version, ar.kind))
+        })
+        .collect();
+    for k in [
+        "v1/Pod",
+        "v1/Namespace",
+        "apps/v1/Deployment",
+        "coordination.k8s.io/v1/Lease",
+        "example.com/v1alpha1/Gadget",
+    ] {
+        assert!(kinds.contains(&k.to_string()), "{k} missing from {kinds:?}");
+    }
+    // The new kind is served, cluster-scoped.
+    let gadgets: Api<DynamicObject> = Api::all_with(
+        c,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1alpha1", "Gadget"),
+            "gadgets",
+        ),
+    );
+    let g: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"x": 1}}),
+    )
+    .unwrap();
+    gadgets.create(&PostParams::default(), &g).await.unwrap();
+    assert_eq!(
+        gadgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_collection_and_dry_run() {
+    let sim = start(SimConfig::default()).await;
+    let api: Api<Pod> = Api::namespaced(client(&sim), "default");
+    for (n, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let p: Pod = serde_json::from_value(
+            json!({"metadata": {"name": n, "labels": {"app": app}}, "spec": {"containers": []}}),
+        )
+        .unwrap();
+        api.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let dry: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "dry"}, "spec": {"containers": []}}))
+            .unwrap();
+    let rv = sim.store().current_rv();
+    api.create(
+        &PostParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        &dry,
+    )
+    .await
+    .unwrap();
+    assert_eq!(sim.store().current_rv(), rv, "dry run does not write");
+    assert!(api.get_opt("dry").await.unwrap().is_none());
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(left, vec!["c"]);
+    sim.shutdown().await;
+}

@@ -1,0 +1,221 @@
+//! The simulator both sides run against: one apisim instance seeded with the
+//! deterministic workload, plus the two ways a benchmark writes to it: a held
+//! burst (writes queue up while the watch reconnect is held, then drain at full
+//! speed) and paced churn at a fixed rate.
+//!
+//! Invariant: both sides of a benchmark see the same instance and the same
+//! objects; every write is one watch event (one create, status update or delete).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use apisim::server::App;
+use apisim::workload::{Workload, WorkloadConfig};
+use apisim::{Faults, RequestLog, SimConfig, Store};
+use axum::serve::ListenerExt;
+use parking_lot::Mutex;
+
+use crate::probe::now_ns;
+
+/// Which writes churn makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    /// 25% creates, 50% status updates, 25% deletes (the workload default).
+    Default,
+    /// Status updates only.
+    UpdatesOnly,
+}
+
+/// A running simulator and its workload.
+pub struct Fixture {
+    store: Arc<Store>,
+    faults: Faults,
+    log: RequestLog,
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    workload: Arc<Mutex<Workload>>,
+    hold: Duration,
+}
+
+impl Fixture {
+    /// Seeds `pods` pods over 10 namespaces and starts serving on 127.0.0.1.
+    ///
+    /// The simulator's router is served here rather than through
+    /// `apisim::Sim::start` so that accepted sockets get `TCP_NODELAY`, as a real
+    /// apiserver's do: without it, Nagle's algorithm and the client's delayed ACK
+    /// add up to 40 ms to an event written on an idle stream.
+    pub fn new(rt: &tokio::runtime::Runtime, pods: usize, mix: Mix) -> Result<Self> {
+        let config = SimConfig {
+            history_window: 400_000,
+            ..SimConfig::default()
+        };
+        let store = Arc::new(Store::new(config.history_window));
+        let mut wc = WorkloadConfig::new(pods, 10, 7);
+        if mix == Mix::UpdatesOnly {
+            wc.create_weight = 0;
+            wc.delete_weight = 0;
+        }
+        let workload = Workload::seed(store.clone(), wc)
+            .map_err(|e| anyhow::anyhow!("seeding {pods} pods: {}", e.message))?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .context("binding 127.0.0.1:0 for the simulator")?;
+        let addr = listener.local_addr()?;
+        let faults = Faults::new(store.clone());
+        let log = RequestLog::default();
+        let app = App {
+            store: store.clone(),
+            faults: faults.clone(),
+            log: log.clone(),
+            config,
+            address: addr.to_string(),
+        };
+        let router = apisim::server::router(app);
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let listener = listener.tap_io(|s| {
+            let _ = s.set_nodelay(true);
+        });
+        let task = rt.spawn(async move {
+            let r = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
+            if let Err(e) = r {
+                eprintln!("bench: simulator stopped with an error: {e}");
+            }
+        });
+        Ok(Fixture {
+            store,
+            faults,
+            log,
+            url: format!("http://{addr}"),
+            stop: Some(stop_tx),
+            task: Some(task),
+            workload: Arc::new(Mutex::new(workload)),
+            hold: Duration::from_secs(2),
+        })
+    }
+
+    /// Base URL of the simulator.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Latest resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.store.current_rv()
+    }
+
+    /// Pods in the store now.
+    pub fn pods(&self) -> usize {
+        self.store.list_all(self.store.rid("v1", "pods")).len()
+    }
+
+    /// Writes `n` events as fast as possible; returns how long that took.
+    pub fn write(&self, n: usize) -> Result<Duration> {
+        let t = Instant::now();
+        let mut w = self.workload.lock();
+        for _ in 0..n {
+            w.step()
+                .map_err(|e| anyhow::anyhow!("churn write failed: {}", e.message))?;
+        }
+        Ok(t.elapsed())
+    }
+
+    /// Times `n` writes with no watcher connected and sets the hold used by
+    /// [`Fixture::held_burst`] to comfortably exceed it.
+    pub fn calibrate(&mut self, n: usize) -> Result<()> {
+        let w = self.write(n)?;
+        self.hold = w * 3 + Duration::from_secs(1);
+        Ok(())
+    }
+
+    fn watch_requests(&self) -> usize {
+        self.log.entries().iter().filter(|r| r.is_watch()).count()
+    }
+
+    /// Drops the side's watch and holds its reconnect while `n` events are
+    /// written; when the hold ends the side drains them from history at full
+    /// speed. Returns the resourceVersion before the burst and the last one.
+    pub fn held_burst(&self, n: usize) -> Result<(u64, u64)> {
+        let before = self.watch_requests();
+        let faults = &self.faults;
+        faults.set_delay(Some(self.hold));
+        faults.drop_watches();
+        let t = Instant::now();
+        while self.watch_requests() == before {
+            if t.elapsed() > Duration::from_secs(30) {
+                faults.set_delay(None);
+                bail!("the side did not re-watch within 30 s of its watch being dropped");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let held_at = Instant::now();
+        faults.set_delay(None);
+        let start_rv = self.current_rv();
+        self.write(n)?;
+        if held_at.elapsed() >= self.hold {
+            bail!(
+                "writing {n} events took longer than the {:?} hold; the drain would overlap the writes",
+                self.hold
+            );
+        }
+        Ok((start_rv, self.current_rv()))
+    }
+
+    /// Starts churn at `rate` events/s for `dur` on a thread of its own; the
+    /// result holds (resourceVersion, written at) of every write when `record`.
+    pub fn paced(
+        &self,
+        rate: f64,
+        dur: Duration,
+        record: bool,
+    ) -> std::thread::JoinHandle<Result<Vec<(u64, u64)>>> {
+        let w = self.workload.clone();
+        let store = self.store.clone();
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let start = Instant::now();
+            let mut done: u64 = 0;
+            loop {
+                let el = start.elapsed();
+                if el >= dur {
+                    break;
+                }
+                let due = (el.as_secs_f64() * rate) as u64;
+                let mut w = w.lock();
+                while done < due {
+                    w.step()
+                        .map_err(|e| anyhow::anyhow!("churn write failed: {}", e.message))?;
+                    if record {
+                        out.push((store.current_rv(), now_ns()));
+                    }
+                    done += 1;
+                }
+                drop(w);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Stops the simulator.
+    pub fn shutdown(mut self, rt: &tokio::runtime::Runtime) {
+        self.faults.drop_watches();
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let abort = t.abort_handle();
+            if rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(5), t).await })
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! A probe sits at the end of a handler: it counts the events the handler finished
+//! and stamps them, so both sides are measured at the same point (after the
+//! handler returned).
+//!
+//! Invariant: only events whose resourceVersion is above the armed mark count as
+//! measured; timestamps are wall-clock nanoseconds, comparable across processes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+/// Wall-clock nanoseconds since the Unix epoch.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Counters of one handler.
+#[derive(Debug, Default)]
+pub struct Probe {
+    /// Every event handled.
+    pub total: AtomicU64,
+    /// Highest resourceVersion handled.
+    pub max_rv: AtomicU64,
+    armed_rv: AtomicU64,
+    measured: AtomicU64,
+    first_ns: AtomicU64,
+    last_ns: AtomicU64,
+    record: AtomicBool,
+    records: Mutex<Vec<(u64, u64)>>,
+}
+
+/// What a probe saw since it was armed.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct ProbeReport {
+    /// Events handled in total (initial list included).
+    pub total: u64,
+    /// Events with a resourceVersion above the armed mark.
+    pub measured: u64,
+    /// Wall-clock time of the first and last measured event.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Highest resourceVersion handled.
+    pub max_rv: u64,
+    /// (resourceVersion, handled at) of every measured event, when recording.
+    pub records: Vec<(u64, u64)>,
+}
+
+impl Probe {
+    /// Called by the handler after it handled an object at `rv`.
+    pub fn observe(&self, rv: u64) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        if rv > self.armed_rv.load(Ordering::Relaxed) {
+            let t = now_ns();
+            let _ = self
+                .first_ns
+                .compare_exchange(0, t, Ordering::Relaxed, Ordering::Relaxed);
+            self.last_ns.store(t, Ordering::Relaxed);
+            self.measured.fetch_add(1, Ordering::Relaxed);
+            if self.record.load(Ordering::Relaxed) {
+                self.records.lock().push((rv, t));
+            }
+        }
+        self.max_rv.fetch_max(rv, Ordering::Release);
+    }
+
+    /// Counts only events above `rv` from now on; `record` keeps each one's time.
+    pub fn arm(&self, rv: u64, record: bool) {
+        self.measured.store(0, Ordering::Relaxed);
+        self.first_ns.store(0, Ordering::Relaxed);
+        self.last_ns.store(0, Ordering::Relaxed);
+        self.records.lock().clear();
+        self.record.store(record, Ordering::Relaxed);
+        self.armed_rv.store(rv, Ordering::Release);
+    }
+
+    /// The counters now (takes the records).
+    pub fn report(&self) -> ProbeReport {
+        ProbeReport {
+            total: self.total.load(Ordering::Relaxed),
+            measured: self.measured.load(Ordering::Relaxed),
+            first_ns: self.first_ns.load(Ordering::Relaxed),
+            last_ns: self.last_ns.load(Ordering::Relaxed),
+            max_rv: self.max_rv.load(Ordering::Acquire),
+            records: std::mem::take(&mut *self.records.lock()),
+        }
+    }
+}
+
+/// Parses a resourceVersion; the simulator's are decimal integers.
+pub fn parse_rv(rv: Option<&str>) -> u64 {
+    rv.and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_only_events_above_the_mark() {
+        let p = Probe::default();
+        p.observe(5);
+        p.arm(10, true);
+        p.observe(9);
+        p.observe(11);
+        p.observe(12);
+        let r = p.report();
+        assert_eq!(r.total, 3);
+        assert_eq!(r.measured, 2);
+        assert_eq!(r.max_rv, 12);
+        assert_eq!(
+            r.records.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![11, 12]
+        );
+        assert!(r.first_ns > 0 && r.last_ns >= r.first_ns);
+    }
+}

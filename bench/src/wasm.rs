@@ -1,0 +1,102 @@
+//! WebAssembly handlers for our side: the project's plugin runtime
+//! ([`PluginRunner`]) with one engine per process, and the paths of the built
+//! example plugins.
+//!
+//! Invariant: a `WasmHandler` exists only once its plugin instance started
+//! (`init` returned); it is driven exactly like a production plugin.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use anyhow::{Context, Result};
+use wasm_informer::cache_view::CacheView;
+use wasm_informer::handler::{Delivery, Handler};
+use wasm_informer::notification::NotificationRef;
+use wasm_informer::runtime::{
+    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+};
+
+/// A plugin instance driven as a listener's handler.
+pub struct WasmHandler(PluginRunner);
+
+static ENGINE: OnceLock<Arc<PluginEngine>> = OnceLock::new();
+
+/// The process's plugin engine (compilation cache under the system temp dir).
+pub fn engine() -> Result<Arc<PluginEngine>> {
+    if let Some(e) = ENGINE.get() {
+        return Ok(e.clone());
+    }
+    let config = EngineConfig {
+        cache_dir: Some(std::env::temp_dir().join("wasm-informer-bench-cache")),
+        ..EngineConfig::default()
+    };
+    let e = PluginEngine::new(config).map_err(|e| anyhow::anyhow!("plugin engine: {e}"))?;
+    Ok(ENGINE.get_or_init(|| e).clone())
+}
+
+/// Compiles and links `path` as plugin `name`.
+pub fn load(name: &str, path: &str, config: &str, timeout_ms: u64) -> Result<Arc<LoadedPlugin>> {
+    let engine = engine()?;
+    let spec = PluginSpec {
+        config_json: config.to_string(),
+        read: vec!["v1/pods".to_string()],
+        limits: PluginLimits {
+            timeout_ms,
+            ..PluginLimits::default()
+        },
+        ..PluginSpec::new(name)
+    };
+    LoadedPlugin::from_file(&engine, spec, std::path::Path::new(path))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("loading plugin {name} from {path}"))
+}
+
+/// Starts one instance of a loaded plugin.
+pub async fn start(
+    name: &str,
+    plugin: Arc<LoadedPlugin>,
+    cache: Arc<dyn CacheView>,
+) -> Result<WasmHandler> {
+    let runner = PluginRunner::start(engine()?, plugin, cache)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting plugin {name}: {e}"))?;
+    Ok(WasmHandler(runner))
+}
+
+impl WasmHandler {
+    /// Loads `path` and starts one instance whose cache imports read `cache`.
+    pub async fn start(
+        name: &str,
+        path: &str,
+        config: &str,
+        timeout_ms: u64,
+        cache: Arc<dyn CacheView>,
+    ) -> Result<Self> {
+        let plugin = load(name, path, config, timeout_ms)?;
+        start(name, plugin, cache).await
+    }
+
+    /// Hands one event to the plugin.
+    pub async fn handle(&mut self, n: NotificationRef) -> Delivery {
+        self.0.handle(n).await
+    }
+}
+
+/// The built `.wasm` of the example Rust plugin `name`, if it exists.
+pub fn plugin_path(name: &str) -> Option<String> {
+    let p = match name {
+        "noop" => plugin_artifacts::NOOP,
+        "slow" => plugin_artifacts::SLOW,
+        "spin-forever" => plugin_artifacts::SPIN_FOREVER,
+        _ => return None,
+    };
+    std::path::Path::new(p).exists().then(|| p.to_string())
+}
+
+/// The JavaScript example plugin built by `scripts/build-plugins.sh`, if present.
+pub fn js_plugin_path(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/plugins")
+        .join(format!("{name}.wasm"));
+    p.exists().then_some(p)
+}
