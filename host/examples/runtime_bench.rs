@@ -83,6 +83,33 @@ fn pod_3kb() -> ObjectRef {
     Arc::new(Object::from_json(json.to_string().as_bytes(), &Transform::default()).unwrap())
 }
 
+/// Nanoseconds this thread has spent on a CPU (Linux `schedstat`), so a rate
+/// can be stated per CPU-second even when the machine is shared.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Times `f` (which handles `n` events) by this thread's CPU time and by the
+/// wall clock.
+fn measure(n: u64, f: impl FnOnce()) -> String {
+    let cpu0 = thread_cpu_ns();
+    let t = Instant::now();
+    f();
+    let wall = t.elapsed();
+    let cpu = cpu0.and_then(|c0| thread_cpu_ns().map(|c1| Duration::from_nanos(c1 - c0)));
+    let per = |d: Duration| n as f64 / d.as_secs_f64();
+    match cpu {
+        Some(c) => format!(
+            "{:>9.0} events/s per CPU-second ({:.3} us CPU/event); wall {:>9.0}/s",
+            per(c),
+            c.as_secs_f64() * 1e6 / n as f64,
+            per(wall)
+        ),
+        None => format!("wall {:>9.0} events/s", per(wall)),
+    }
+}
+
 fn rate(n: u64, d: Duration) -> String {
     format!(
         "{:>10.0} events/s ({:.3} us/event)",
@@ -139,29 +166,25 @@ fn main() {
         for _ in 0..10_000 {
             assert_eq!(i.handle(&n), CallOutcome::Ok);
         }
-        let t = Instant::now();
-        for _ in 0..events {
-            if i.handle(&n) != CallOutcome::Ok {
-                panic!("noop failed");
+        let r = measure(events, || {
+            for _ in 0..events {
+                if i.handle(&n) != CallOutcome::Ok {
+                    panic!("noop failed");
+                }
             }
-        }
-        println!(
-            "[{label}] sync handle (convert + call): {}",
-            rate(events, t.elapsed())
-        );
+        });
+        println!("[{label}] sync handle (convert + call): {r}");
         println!("[{label}] fuel per event: {}", i.fuel_consumed());
 
         let ev = convert::event(&n);
-        let t = Instant::now();
-        for _ in 0..events {
-            if i.call(&ev) != CallOutcome::Ok {
-                panic!("noop failed");
+        let r = measure(events, || {
+            for _ in 0..events {
+                if i.call(&ev) != CallOutcome::Ok {
+                    panic!("noop failed");
+                }
             }
-        }
-        println!(
-            "[{label}] call only (pre-converted):    {}",
-            rate(events, t.elapsed())
-        );
+        });
+        println!("[{label}] call only (pre-converted):    {r}");
 
         // The fixed cost of a call: an event with a tiny object (no labels,
         // annotations or owners, 40 bytes of JSON).
@@ -176,16 +199,14 @@ fn main() {
             object: tiny,
             ..n.clone()
         });
-        let t = Instant::now();
-        for _ in 0..events {
-            if i.call(&ev) != CallOutcome::Ok {
-                panic!("noop failed");
+        let r = measure(events, || {
+            for _ in 0..events {
+                if i.call(&ev) != CallOutcome::Ok {
+                    panic!("noop failed");
+                }
             }
-        }
-        println!(
-            "[{label}] call only, tiny event:        {}",
-            rate(events, t.elapsed())
-        );
+        });
+        println!("[{label}] call only, tiny event:        {r}");
         println!("[{label}] fuel per tiny event: {}", i.fuel_consumed());
     }
 
