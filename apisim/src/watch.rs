@@ -343,3 +343,72 @@ impl WatchState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Registry;
+
+    #[test]
+    fn error_and_bookmark_lines_match_the_apiserver() {
+        let mut buf = BytesMut::new();
+        event_line(&mut buf, "ERROR", &ApiError::too_old_rv(117, 119).body());
+        assert_eq!(
+            std::str::from_utf8(&buf).unwrap(),
+            "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: 117 (119)\",\"reason\":\"Expired\",\"code\":410}}\n"
+        );
+        let r = Registry::with_builtins();
+        let pods = r.get(r.find("", "v1", "pods").unwrap());
+        let b: serde_json::Value =
+            serde_json::from_slice(&bookmark_object(&pods, 12746, true)).unwrap();
+        assert_eq!(b["kind"], "Pod");
+        assert_eq!(b["apiVersion"], "v1");
+        assert_eq!(b["metadata"]["resourceVersion"], "12746");
+        assert_eq!(
+            b["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+        let plain: serde_json::Value =
+            serde_json::from_slice(&bookmark_object(&pods, 5, false)).unwrap();
+        assert!(plain["metadata"].get("annotations").is_none());
+    }
+
+    #[tokio::test]
+    async fn cut_fault_truncates_mid_line_then_errors() {
+        use futures::StreamExt;
+        let store = Arc::new(Store::new(100));
+        let faults = Faults::new(store.clone());
+        let cms = store.rid("v1", "configmaps");
+        let req = WatchRequest {
+            resource: cms,
+            namespace: None,
+            labels: LabelSelector::everything(),
+            fields: FieldSelector::default(),
+            start: WatchStart::After(store.current_rv()),
+            initial_events_end: false,
+            bookmarks: false,
+            timeout: Duration::from_secs(60),
+        };
+        let w = Watch::open(store.clone(), faults.clone(), req, Duration::from_secs(60)).unwrap();
+        assert_eq!(faults.open_watches(), 1);
+        faults.cut_next_watch_event();
+        store
+            .create(
+                cms,
+                Some("default"),
+                serde_json::json!({"metadata":{"name":"x"}}),
+            )
+            .unwrap();
+        let mut s = Box::pin(w.into_stream());
+        let first = s.next().await.unwrap().unwrap();
+        assert!(!first.is_empty() && !first.ends_with(b"\n"), "half a line");
+        assert!(serde_json::from_slice::<serde_json::Value>(&first).is_err());
+        assert!(
+            s.next().await.unwrap().is_err(),
+            "then the connection is aborted"
+        );
+        assert!(s.next().await.is_none());
+        drop(s);
+        assert_eq!(faults.open_watches(), 0);
+    }
+}
