@@ -416,6 +416,10 @@ impl Host {
                 let slot = self.shared.lock().slots.remove(&name);
                 if let Some(s) = slot {
                     let mut s = s.lock().await;
+                    // Visible as removed while it drains, not missing from the report.
+                    let mut provisional = s.report();
+                    provisional.state = "removed".into();
+                    self.shared.lock().gone.insert(name.clone(), provisional);
                     s.stop(self.grace()).await;
                     let mut r = s.report();
                     r.state = "removed".into();
