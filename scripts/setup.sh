@@ -7,7 +7,7 @@
 #
 # Steps, each timed on stderr:
 #   1. rustup target wasm32-wasip2            (Rust plugins)
-#   2. apt: clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32, kubectl
+#   2. apt: clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32, kubectl, prometheus (promtool)
 #                                              (C plugins; kubectl for end-to-end tests)
 #   3. cargo install wit-bindgen-cli 0.63.0    (C bindings)
 #   4. npm ci in sdk/js                        (componentize-js + jco, pinned by package-lock.json)
@@ -16,7 +16,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WIT_BINDGEN_VERSION="0.63.0"
-APT_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 kubectl)
+# prometheus brings promtool, which checks the host's /metrics output in the tests.
+APT_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 kubectl prometheus)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
