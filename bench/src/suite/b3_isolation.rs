@@ -134,7 +134,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let specs = [&ours_solo, &ours_with, &peer_solo, &peer_with];
     let mut samples: Vec<Vec<Sample>> = (0..4).map(|_| Vec::new()).collect();
     let mut notes: Vec<Vec<String>> = (0..4).map(|_| Vec::new()).collect();
-    for _ in 0..p.rounds {
+    for _ in 0..p.b3_rounds {
         for (i, s) in specs.iter().enumerate() {
             let (x, n) = one(ctx, &fx, s)?;
             samples[i].push(x);
