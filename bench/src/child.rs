@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::spec::{ChildReport, Command, Side, SideSpec};
-use crate::{alloc, mem, ours, peer};
+use crate::{alloc, mem, ours, peer, raw};
 
 enum Running {
     Ours(ours::OursSide),
     Peer(peer::PeerSide),
+    Raw(raw::RawSide),
 }
 
 impl Running {
@@ -22,6 +23,7 @@ impl Running {
         match self {
             Running::Ours(s) => &s.probes,
             Running::Peer(s) => &s.probes,
+            Running::Raw(s) => &s.probes,
         }
     }
 }
@@ -48,6 +50,7 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
     let (cached, listeners) = match run {
         Running::Ours(s) => (s.cached_objects(), s.listener_counters()),
         Running::Peer(s) => (s.cached_objects(), Vec::new()),
+        Running::Raw(_) => (0, Vec::new()),
     };
     ChildReport {
         sync_ms: 0.0,
@@ -87,6 +90,10 @@ pub fn main(spec_json: &str) -> Result<()> {
             Side::Peer => {
                 let (s, n) = peer::PeerSide::start(&spec, client).await?;
                 (Running::Peer(s), n)
+            }
+            Side::Raw => {
+                let (s, n) = raw::RawSide::start(&spec, client).await?;
+                (Running::Raw(s), n)
             }
         };
         let sync_ms = t0.elapsed().as_secs_f64() * 1000.0;
@@ -150,6 +157,7 @@ pub fn main(spec_json: &str) -> Result<()> {
         match run {
             Running::Ours(s) => s.stop(),
             Running::Peer(s) => s.stop(),
+            Running::Raw(s) => s.stop(),
         }
         Ok::<_, anyhow::Error>(())
     })?;

@@ -26,6 +26,7 @@ impl ChildProc {
         let label = match spec.side {
             Side::Ours => "wasm-informer",
             Side::Peer => "kube-runtime",
+            Side::Raw => "raw-watch",
         }
         .to_string();
         let mut child = Proc::new(&exe)

@@ -14,6 +14,7 @@ mod ours;
 mod peer;
 mod plan;
 mod probe;
+mod raw;
 mod report;
 mod spec;
 mod stats;
@@ -43,12 +44,18 @@ enum Cmd {
         /// Also write the Markdown report here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Run only these benchmarks (for example `--only B1,B3`).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// The real sizes; writes docs/BENCHMARKS.md.
     Full {
         /// Where to write the report.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Run only these benchmarks (the report then holds only their rows).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// Internal: hosts one measured side (SPEC is JSON).
     #[command(hide = true)]
@@ -64,15 +71,19 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let (mode, out) = match cli.cmd {
+    let (mode, out, only) = match cli.cmd {
         Cmd::Child { spec } => return child::main(&spec),
-        Cmd::Quick { out } => (plan::Mode::Quick, out),
-        Cmd::Full { out } => (
-            plan::Mode::Full,
-            Some(out.unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/BENCHMARKS.md")
-            })),
-        ),
+        Cmd::Quick { out, only } => (plan::Mode::Quick, out, only),
+        Cmd::Full { out, only } => {
+            let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/BENCHMARKS.md");
+            // A partial run never overwrites the full report unless asked to.
+            let out = match (out, only.is_empty()) {
+                (Some(o), _) => Some(o),
+                (None, true) => Some(default),
+                (None, false) => None,
+            };
+            (plan::Mode::Full, out, only)
+        }
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -82,8 +93,9 @@ fn main() -> Result<()> {
         plan: plan::Plan::new(mode),
     };
     let started = std::time::Instant::now();
-    let rows = suite::run_all(&ctx);
-    let doc = report::document(ctx.plan.mode, &rows, started.elapsed())?;
+    let load_before = report::loadavg();
+    let rows = suite::run_all(&ctx, &only);
+    let doc = report::document(ctx.plan.mode, &rows, started.elapsed(), &load_before)?;
     println!("{doc}");
     if let Some(out) = out {
         std::fs::write(&out, &doc).with_context(|| format!("writing {}", out.display()))?;

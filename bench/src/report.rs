@@ -50,8 +50,16 @@ fn commit() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Renders the report.
-pub fn document(mode: Mode, rows: &[Row], took: Duration) -> Result<String> {
+/// The 1-, 5- and 15-minute load averages (other work on the machine skews
+/// every number in the table).
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Renders the report; `load_before` is [`loadavg`] when the run started.
+pub fn document(mode: Mode, rows: &[Row], took: Duration, load_before: &str) -> Result<String> {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(0);
@@ -68,7 +76,7 @@ pub fn document(mode: Mode, rows: &[Row], took: Duration) -> Result<String> {
          - machine: {} ({cores} cores), {} RAM, Linux {}\n\
          - command: `{}`\n\
          - commit: {}\n\
-         - run time: {:.0} s\n\n\
+         - run time: {:.0} s; load average before {load_before}, after {}\n\n\
          Both sides run against one apisim instance (HTTP on 127.0.0.1) holding the same seeded pods \
          (about 3 KB of JSON each, with managedFields). Every side runs in a fresh child process; \
          comparisons alternate the sides (A B A B) and report medians.\n\n\
@@ -80,6 +88,7 @@ pub fn document(mode: Mode, rows: &[Row], took: Duration) -> Result<String> {
         cmd.join(" "),
         commit(),
         took.as_secs_f64(),
+        loadavg(),
         markdown(rows),
         notes(rows)
     ))

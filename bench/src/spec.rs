@@ -13,6 +13,8 @@ pub enum Side {
     Ours,
     /// kube-runtime 5.0: watcher + reflector + `Store<Pod>`.
     Peer,
+    /// The simulator's ceiling: watch lines scanned for their resourceVersion only.
+    Raw,
 }
 
 /// What a handler does with each event.

@@ -63,7 +63,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let (fast, fast_desc) = ctx.fast_handler();
     let wasm = matches!(fast, HandlerKind::Wasm { .. });
     let cap = p.b1_events + p.b1_pods;
-    let (mut ours, mut peer, mut native) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut peer, mut native, mut raw) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut notes = Vec::new();
     for _ in 0..p.rounds {
         let mut s = side(Side::Ours, &fx, handlers("h", 1, &fast));
@@ -75,6 +76,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         let (v, n) = drain_rate(&fx, &s, p.b1_events)?;
         peer.push(v);
         notes.extend(n);
+        let s = side(Side::Raw, &fx, handlers("raw", 1, &HandlerKind::NoopNative));
+        let (v, _) = drain_rate(&fx, &s, p.b1_events)?;
+        raw.push(v);
         if wasm {
             let mut s = side(Side::Ours, &fx, handlers("h", 1, &HandlerKind::NoopNative));
             s.queue_capacity = cap;
@@ -122,5 +126,19 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             ),
         });
     }
+    let r = median(&raw).unwrap_or(0.0);
+    rows.push(Row {
+        id: "B1",
+        what: "simulator ceiling: raw watch, lines scanned for resourceVersion only (events/s)".into(),
+        ours: format!("{r:.0}"),
+        peer: format!("{k:.0}"),
+        ratio: format!("peer at {:.0}% of the ceiling, ours at {:.0}%", k / r * 100.0, o / r * 100.0),
+        target: "-".into(),
+        verdict: Verdict::Info,
+        note: format!(
+            "no decoding and no cache: bounds what any client can reach on this simulator and machine; rounds [{}]",
+            fmt(&raw)
+        ),
+    });
     Ok(rows)
 }

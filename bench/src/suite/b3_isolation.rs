@@ -134,7 +134,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let specs = [&ours_solo, &ours_with, &peer_solo, &peer_with];
     let mut samples: Vec<Vec<Sample>> = (0..4).map(|_| Vec::new()).collect();
     let mut notes: Vec<Vec<String>> = (0..4).map(|_| Vec::new()).collect();
-    for _ in 0..p.rounds {
+    for _ in 0..p.b3_rounds {
         for (i, s) in specs.iter().enumerate() {
             let (x, n) = one(ctx, &fx, s)?;
             samples[i].push(x);
@@ -154,6 +154,13 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     } else {
         "slow native handler (10 ms sleep); no loop-forever neighbour (no wasm runtime in this build)"
     };
+    let rounds = |i: usize| {
+        samples[i]
+            .iter()
+            .map(|s| format!("{:.0}/s p99 {:.1} ms", s.rate, s.p99_ms))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let keep = ow.0 / os.0;
     let p99x = ow.1 / os.1;
     Ok(vec![
@@ -166,7 +173,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             target: "-".into(),
             verdict: Verdict::Info,
             note: format!(
-                "ours: {desc}; peer: store_shared(1024) subscriber. Latency = handled minus written. {} {}",
+                "ours: {desc}; peer: store_shared(1024) subscriber. Latency = handled minus written. Rounds ours [{}], peer [{}]. {} {}",
+                rounds(0),
+                rounds(2),
                 notes[0].join("; "),
                 notes[2].join("; ")
             ),
@@ -186,7 +195,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             target: ">= 95%, p99 <= 2x".into(),
             verdict: Verdict::of(keep >= 0.95 && p99x <= 2.0),
             note: format!(
-                "ours neighbours: {neighbours}; peer neighbour: one subscriber sleeping 10 ms. Status-update churn only: a subscriber whose object was deleted before it read it waits forever in kube-runtime 5.0 (ReflectHandle returns Pending without a waker). Peer latencies are understated when a lagging subscriber reads a newer version of the object. {} {}",
+                "rounds ours [{}], peer [{}]. Ours neighbours: {neighbours}; peer neighbour: one subscriber sleeping 10 ms. Status-update churn only: a subscriber whose object was deleted before it read it waits forever in kube-runtime 5.0 (ReflectHandle returns Pending without a waker). Peer latencies are understated when a lagging subscriber reads a newer version of the object. {} {}",
+                rounds(1),
+                rounds(3),
                 notes[1].join("; "),
                 notes[3].join("; ")
             ),

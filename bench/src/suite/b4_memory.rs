@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 let v = per_object(&r, p.b4_pods);
                 match s {
                     Side::Ours => ours.push(v),
-                    Side::Peer => peer.push(v),
+                    _ => peer.push(v),
                 }
             }
         }

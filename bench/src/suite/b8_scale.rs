@@ -37,14 +37,29 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     })?;
     child.exit();
     fx.shutdown(&ctx.rt);
-    let overflowed: u64 = r.listeners.iter().map(|l| l.overflowed).sum();
+    // Overflows during the initial sync (listeners added while the first list
+    // streams in) are reported apart from those during the steady churn.
+    let at_sync: std::collections::HashMap<&str, u64> = r0
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.overflowed))
+        .collect();
+    let churn_over = |l: &crate::spec::ListenerCounters| {
+        l.overflowed - at_sync.get(l.name.as_str()).copied().unwrap_or(0)
+    };
+    let overflowed: u64 = r.listeners.iter().map(churn_over).sum();
+    let sync_overflowed: u64 = r0.listeners.iter().map(|l| l.overflowed).sum();
     let per: Vec<String> = r
         .listeners
         .iter()
         .map(|l| {
             format!(
-                "{}: overflowed {}, coalesced {}, max depth {}",
-                l.name, l.overflowed, l.coalesced, l.max_depth
+                "{}: overflowed {} during churn ({} during sync), coalesced {}, max depth {}",
+                l.name,
+                churn_over(l),
+                at_sync.get(l.name.as_str()).copied().unwrap_or(0),
+                l.coalesced,
+                l.max_depth
             )
         })
         .collect();
@@ -57,11 +72,12 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             p.b8_pods, p.b8_plugins, rate, p.b8_secs
         ),
         ours: format!(
-            "sync {:.1} s, RSS {} (after sync {}), overflows {}",
+            "sync {:.1} s, RSS {} (after sync {}), overflows during churn {} (during sync {})",
             r0.sync_ms / 1000.0,
             bytes(r.rss_bytes as f64),
             bytes(r0.rss_bytes as f64),
-            overflowed
+            overflowed,
+            sync_overflowed
         ),
         peer: "-".into(),
         ratio: if r.reached {

@@ -83,7 +83,8 @@ pub fn spawn(spec: &SideSpec) -> Result<(ChildProc, ChildReport)> {
 }
 
 /// Runs every benchmark; one that fails yields `Failed` rows and the rest go on.
-pub fn run_all(ctx: &Ctx) -> Vec<Row> {
+/// `only` (ids such as `B1`) limits the run; empty runs everything.
+pub fn run_all(ctx: &Ctx, only: &[String]) -> Vec<Row> {
     let mut rows = Vec::new();
     type Bench = fn(&Ctx) -> Result<Vec<Row>>;
     let all: [(&'static str, &str, &str, Bench); 8] = [
@@ -127,6 +128,9 @@ pub fn run_all(ctx: &Ctx) -> Vec<Row> {
         ),
     ];
     for (id, what, target, f) in all {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+            continue;
+        }
         eprintln!("bench: running {id} ({what})");
         let t = std::time::Instant::now();
         match f(ctx) {
