@@ -153,7 +153,11 @@ fn the_cli_exits_non_zero_with_the_reason() {
     // A manifest is resolved to its `wasm`, relative to the manifest.
     std::fs::copy(plugin_artifacts::NOOP, dir.path().join("noop.wasm")).unwrap();
     let manifest = dir.path().join("noop.toml");
-    std::fs::write(&manifest, "name = \"noop\"\nwasm = \"noop.wasm\"\n").unwrap();
+    std::fs::write(
+        &manifest,
+        "name = \"noop\"\nwasm = \"noop.wasm\"\nresources = [\"v1/pods\"]\n",
+    )
+    .unwrap();
     let out = cli(&manifest);
     assert!(
         out.status.success(),
@@ -161,10 +165,14 @@ fn the_cli_exits_non_zero_with_the_reason() {
         String::from_utf8_lossy(&out.stderr)
     );
     let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, "name = \"x\"\n").unwrap();
+    std::fs::write(&bad, "name = \"x\"\nresources = [\"v1/pods\"]\n").unwrap();
     let out = cli(&bad);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("missing key `wasm`"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("key `wasm`: required key is missing"),
+        "{stderr}"
+    );
 }
 
 #[test]
