@@ -65,6 +65,11 @@ impl LatencyHistogram {
         self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
+    /// Records one duration.
+    pub fn record(&self, d: std::time::Duration) {
+        self.record_us(d.as_micros().min(u64::MAX as u128) as u64);
+    }
+
     /// Number of recorded durations.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)

@@ -30,6 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::latency::LatencyHistogram;
+
 use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::Notify;
@@ -120,64 +122,6 @@ pub struct ListenerStats {
     /// Time from a notification entering the listener (queued, resolved or
     /// snapshotted) to its handler returning.
     pub latency: LatencyHistogram,
-}
-
-/// Number of buckets: four per power of two, up to about 2^32 µs (71 min).
-const LATENCY_BUCKETS: usize = 128;
-
-/// A lock-free latency histogram in microseconds with four buckets per power
-/// of two (quantiles are accurate to about 19%).
-#[derive(Debug)]
-pub struct LatencyHistogram {
-    buckets: [AtomicU64; LATENCY_BUCKETS],
-}
-
-impl Default for LatencyHistogram {
-    fn default() -> Self {
-        Self {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
-    }
-}
-
-impl LatencyHistogram {
-    fn bucket(us: u64) -> usize {
-        (((us as f64) + 1.0).log2() * 4.0) as usize
-    }
-
-    /// Records one sample.
-    pub fn record(&self, d: Duration) {
-        let i = Self::bucket(d.as_micros().min(u64::MAX as u128) as u64).min(LATENCY_BUCKETS - 1);
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Number of samples.
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
-    }
-
-    /// The `q` quantile (0..=1) in microseconds: the upper bound of the bucket
-    /// holding it; 0 without samples.
-    pub fn quantile_us(&self, q: f64) -> u64 {
-        let counts: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return 0;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return (2f64.powf((i + 1) as f64 / 4.0) - 1.0).ceil() as u64;
-            }
-        }
-        u64::MAX
-    }
 }
 
 /// A copy of [`ListenerStats`] at one moment.
@@ -706,26 +650,5 @@ pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut ha
             let _gate = shared.gate.lock.lock();
             shared.load_snapshot_locked();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latency_quantiles_are_within_a_bucket() {
-        let h = LatencyHistogram::default();
-        assert_eq!(h.quantile_us(0.5), 0);
-        for _ in 0..98 {
-            h.record(Duration::from_micros(100));
-        }
-        h.record(Duration::from_millis(10));
-        h.record(Duration::from_millis(10));
-        assert_eq!(h.count(), 100);
-        let p50 = h.quantile_us(0.5);
-        assert!((100..=120).contains(&p50), "{p50}");
-        let p99 = h.quantile_us(0.99);
-        assert!((10_000..=12_000).contains(&p99), "{p99}");
     }
 }
