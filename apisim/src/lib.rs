@@ -110,6 +110,11 @@ impl Sim {
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let router = server::router(app);
+        // Watch events are small writes: without TCP_NODELAY, Nagle's algorithm and the
+        // client's delayed ACK hold some of them back by up to 40 ms.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let r = axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
