@@ -17,6 +17,24 @@ use wasm_informer::runtime::{PluginLimits, PluginState, TrapKind};
 
 const HEALTHY_EVENTS: usize = 40;
 
+/// The healthy neighbour of the fault tests: pod-ready-counter with read
+/// access to pods and default limits.
+async fn healthy_counter(
+    engine: &Arc<wasm_informer::runtime::PluginEngine>,
+    cache: Arc<FakeCache>,
+) -> wasm_informer::runtime::PluginRunner {
+    start(
+        engine,
+        cache,
+        "pod-ready-counter",
+        plugin_artifacts::POD_READY_COUNTER,
+        json!({}),
+        &["v1/pods"],
+        PluginLimits::default(),
+    )
+    .await
+}
+
 /// Runs `faulty` for `max_failures` events next to pod-ready-counter handling
 /// HEALTHY_EVENTS events, concurrently, and checks both.
 async fn contain(
@@ -28,16 +46,7 @@ async fn contain(
 ) {
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 8);
-    let healthy = start(
-        &engine,
-        cache.clone(),
-        "pod-ready-counter",
-        plugin_artifacts::POD_READY_COUNTER,
-        json!({}),
-        &["v1/pods"],
-        PluginLimits::default(),
-    )
-    .await;
+    let healthy = healthy_counter(&engine, cache.clone()).await;
     let max = limits.max_failures as u64;
     let faulty = start(&engine, cache.clone(), name, wasm, config, &[], limits).await;
 
@@ -226,16 +235,7 @@ async fn a_log_flood_is_rate_limited_and_harms_no_one() {
         PluginLimits::default(),
     )
     .await;
-    let mut h = start(
-        &engine,
-        cache.clone(),
-        "pod-ready-counter",
-        plugin_artifacts::POD_READY_COUNTER,
-        json!({}),
-        &["v1/pods"],
-        PluginLimits::default(),
-    )
-    .await;
+    let mut h = healthy_counter(&engine, cache.clone()).await;
     let hp = pods.clone();
     let healthy_task = tokio::spawn(async move {
         let mut ok = 0;
