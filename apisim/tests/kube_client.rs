@@ -166,12 +166,7 @@ async fn streaming_list_sends_initial_events_end_bookmark() {
     let mut added = 0;
     let snapshot = store.current_rv();
     loop {
-        match tokio::time::timeout(PATIENCE, s.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
+        match next_event(&mut s).await {
             WatchEvent::Added(_) => added += 1,
             WatchEvent::Bookmark(b) => {
                 assert_eq!(
@@ -216,12 +211,7 @@ async fn watch_from_compacted_rv_is_200_with_error_410() {
         .await
         .unwrap()
         .boxed();
-    match tokio::time::timeout(PATIENCE, s.try_next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-    {
+    match next_event(&mut s).await {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
             assert_eq!(e.reason, "Expired");
@@ -372,11 +362,7 @@ async fn label_selector_watch_translates_moves() {
     let mut got = Vec::new();
     let mut deleted_x_rv = None;
     while got.len() < 5 {
-        let ev = tokio::time::timeout(PATIENCE, s.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let ev = next_event(&mut s).await;
         if let WatchEvent::Deleted(c) = &ev {
             if c.metadata.name.as_deref() == Some("x") {
                 deleted_x_rv = c.metadata.resource_version.clone();
@@ -514,12 +500,7 @@ async fn field_selectors_on_name_namespace_and_node() {
     }
     let mut kinds = Vec::new();
     for _ in 0..2 {
-        match tokio::time::timeout(PATIENCE, s.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
+        match next_event(&mut s).await {
             WatchEvent::Added(p) => kinds.push(("ADDED", p.metadata.name.unwrap())),
             WatchEvent::Deleted(p) => kinds.push(("DELETED", p.metadata.name.unwrap())),
             other => panic!("unexpected {other:?}"),

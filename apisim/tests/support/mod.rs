@@ -1,6 +1,6 @@
 //! Shared scenario steps of the client-facing integration tests: seed the
-//! simulator's store with configmaps, and run kube-runtime's watcher into a
-//! reflector until it is ready.
+//! simulator's store with configmaps, run kube-runtime's watcher into a
+//! reflector until it is ready, and take the next event of a raw watch.
 //!
 //! Invariant: every step either completes within `common::PATIENCE` or fails
 //! the test with a message; nothing here depends on timing being fast.
@@ -74,4 +74,18 @@ where
         .await
         .expect("watcher becomes ready")
         .unwrap();
+}
+
+/// The next event of a watch stream, waiting at most PATIENCE; panics on a
+/// timeout, a stream error or the end of the stream.
+pub async fn next_event<K, S>(s: &mut S) -> kube::api::WatchEvent<K>
+where
+    S: futures::Stream<Item = kube::Result<kube::api::WatchEvent<K>>> + Unpin,
+{
+    use futures::TryStreamExt;
+    tokio::time::timeout(PATIENCE, s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
 }
