@@ -2,6 +2,7 @@
 //! order, and paged lists read one snapshot even while the store changes between pages.
 
 mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use serde_json::json;
+use support::*;
 
 /// Deterministic mixed writes on configmaps in `ns`.
 fn writer(store: Arc<Store>, ns: &'static str, ops: usize) {
@@ -134,15 +136,7 @@ async fn paged_list_is_one_snapshot_while_writes_continue() {
     let sim = start(SimConfig::default()).await;
     let store = sim.store().clone();
     let cms = store.rid("v1", "configmaps");
-    for i in 0..400 {
-        store
-            .create(
-                cms,
-                Some("default"),
-                configmap(&format!("w-{i:03}"), "default", json!({})),
-            )
-            .unwrap();
-    }
+    seed_configmaps(&store, "default", (0..400).map(|i| format!("w-{i:03}")));
     let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
     let mut lp = ListParams::default().limit(37);
     let mut got = Vec::new();

@@ -2,6 +2,7 @@
 //! recovers and ends with exactly the server's state.
 
 mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,10 +13,10 @@ use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use kube_runtime::reflector::{self, Store as Reader};
+use kube_runtime::reflector::Store as Reader;
 use kube_runtime::watcher;
-use kube_runtime::WatchStreamExt;
 use serde_json::json;
+use support::*;
 
 const PATH: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -49,37 +50,31 @@ fn client_state(reader: &Reader<ConfigMap>) -> BTreeMap<String, String> {
 }
 
 async fn harness(objects: usize, config: SimConfig) -> Harness {
-    let sim = start(config).await;
-    let store = sim.store().clone();
-    let cms = store.rid("v1", "configmaps");
-    for i in 0..objects {
-        store
-            .create(
-                cms,
-                Some("default"),
-                configmap(&format!("cm-{i:04}"), "default", json!({})),
-            )
-            .unwrap();
-    }
-    let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
-    let (reader, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
-    Harness {
-        sim,
-        store,
-        reader,
-        task,
-    }
+    Harness::on(start(config).await, objects)
 }
 
 impl Harness {
+    /// Seeds `objects` configmaps into `sim` and starts the watcher (with the
+    /// default backoff) into a reflector.
+    fn on(sim: RunningSim, objects: usize) -> Harness {
+        let store = sim.store().clone();
+        seed_configmaps(
+            &store,
+            "default",
+            (0..objects).map(|i| format!("cm-{i:04}")),
+        );
+        let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
+        let Reflected { reader, task } = reflect(api, watcher::Config::default(), true);
+        Harness {
+            sim,
+            store,
+            reader,
+            task,
+        }
+    }
+
     async fn ready(&self) {
-        tokio::time::timeout(PATIENCE, self.reader.wait_until_ready())
-            .await
-            .expect("watcher becomes ready")
-            .unwrap();
+        support::ready(&self.reader).await;
     }
 
     async fn watching(&self, n: usize) {
@@ -255,31 +250,9 @@ async fn recovers_from_slow_responses() {
 
 #[tokio::test]
 async fn recovers_from_expired_continue_token() {
-    let sim_cfg = SimConfig::default();
-    let sim = start(sim_cfg).await;
+    let sim = start(SimConfig::default()).await;
     sim.faults().expire_next_continue(1);
-    let store = sim.store().clone();
-    let cms = store.rid("v1", "configmaps");
-    for i in 0..1100 {
-        store
-            .create(
-                cms,
-                Some("default"),
-                configmap(&format!("cm-{i:04}"), "default", json!({})),
-            )
-            .unwrap();
-    }
-    let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
-    let (reader, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
-    let h = Harness {
-        sim,
-        store,
-        reader,
-        task,
-    };
+    let h = Harness::on(sim, 1100);
     h.ready().await;
     h.converged().await;
     // page 1, page 2 (410), then a fresh list of 3 pages.

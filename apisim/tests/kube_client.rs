@@ -2,6 +2,7 @@
 //! streaming lists, 410 handling, conflicts and selector translation.
 
 mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -10,35 +11,20 @@ use common::*;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube_runtime::reflector;
 use kube_runtime::watcher;
-use kube_runtime::WatchStreamExt;
 use serde_json::json;
+use support::*;
 
 #[tokio::test]
 async fn paged_list_then_watch_with_kube_runtime_watcher() {
     let sim = start(SimConfig::default()).await;
     let store = sim.store().clone();
     let cms = store.rid("v1", "configmaps");
-    for i in 0..1234 {
-        store
-            .create(
-                cms,
-                Some("default"),
-                configmap(&format!("cm-{i:04}"), "default", json!({})),
-            )
-            .unwrap();
-    }
+    seed_configmaps(&store, "default", (0..1234).map(|i| format!("cm-{i:04}")));
     let list_rv = store.current_rv();
     let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
-    let (reader, writer) = reflector::store();
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
-    tokio::time::timeout(PATIENCE, reader.wait_until_ready())
-        .await
-        .unwrap()
-        .unwrap();
+    let Reflected { reader, task } = reflect(api, watcher::Config::default(), true);
+    ready(&reader).await;
     assert_eq!(reader.state().len(), 1234);
 
     let path = "/api/v1/namespaces/default/configmaps";
@@ -169,16 +155,7 @@ async fn bookmarks_advance_and_timeout_closes_cleanly() {
 async fn streaming_list_sends_initial_events_end_bookmark() {
     let sim = start(SimConfig::default()).await;
     let store = sim.store().clone();
-    let cms = store.rid("v1", "configmaps");
-    for i in 0..30 {
-        store
-            .create(
-                cms,
-                Some("default"),
-                configmap(&format!("s{i}"), "default", json!({})),
-            )
-            .unwrap();
-    }
+    seed_configmaps(&store, "default", (0..30).map(|i| format!("s{i}")));
     let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
     // Raw: ADDED for every object, then the initial-events-end bookmark at the snapshot RV.
     let mut s = api
@@ -189,12 +166,7 @@ async fn streaming_list_sends_initial_events_end_bookmark() {
     let mut added = 0;
     let snapshot = store.current_rv();
     loop {
-        match tokio::time::timeout(PATIENCE, s.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
+        match next_event(&mut s).await {
             WatchEvent::Added(_) => added += 1,
             WatchEvent::Bookmark(b) => {
                 assert_eq!(
@@ -213,16 +185,9 @@ async fn streaming_list_sends_initial_events_end_bookmark() {
     assert_eq!(added, 30);
 
     // kube-runtime's streaming-list watcher converges.
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().streaming_lists()),
-    );
-    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
-    tokio::time::timeout(PATIENCE, reader.wait_until_ready())
-        .await
-        .unwrap()
-        .unwrap();
+    let Reflected { reader, task } =
+        reflect(api, watcher::Config::default().streaming_lists(), false);
+    ready(&reader).await;
     assert_eq!(reader.state().len(), 30);
     let streaming = sim.request_log().entries().into_iter().any(|r| {
         r.param("sendInitialEvents").as_deref() == Some("true")
@@ -246,12 +211,7 @@ async fn watch_from_compacted_rv_is_200_with_error_410() {
         .await
         .unwrap()
         .boxed();
-    match tokio::time::timeout(PATIENCE, s.try_next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-    {
+    match next_event(&mut s).await {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
             assert_eq!(e.reason, "Expired");
@@ -269,15 +229,7 @@ async fn watch_from_compacted_rv_is_200_with_error_410() {
         .is_none());
 
     // Exact list at a compacted RV, and expired continue tokens, are HTTP 410.
-    for i in 0..5 {
-        store
-            .create(
-                store.rid("v1", "configmaps"),
-                Some("default"),
-                configmap(&format!("c{i}"), "default", json!({})),
-            )
-            .unwrap();
-    }
+    seed_configmaps(&store, "default", (0..5).map(|i| format!("c{i}")));
     let page1 = api.list(&ListParams::default().limit(2)).await.unwrap();
     assert_eq!(page1.items.len(), 2);
     assert_eq!(page1.metadata.remaining_item_count, Some(3));
@@ -410,11 +362,7 @@ async fn label_selector_watch_translates_moves() {
     let mut got = Vec::new();
     let mut deleted_x_rv = None;
     while got.len() < 5 {
-        let ev = tokio::time::timeout(PATIENCE, s.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let ev = next_event(&mut s).await;
         if let WatchEvent::Deleted(c) = &ev {
             if c.metadata.name.as_deref() == Some("x") {
                 deleted_x_rv = c.metadata.resource_version.clone();
@@ -552,12 +500,7 @@ async fn field_selectors_on_name_namespace_and_node() {
     }
     let mut kinds = Vec::new();
     for _ in 0..2 {
-        match tokio::time::timeout(PATIENCE, s.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
+        match next_event(&mut s).await {
             WatchEvent::Added(p) => kinds.push(("ADDED", p.metadata.name.unwrap())),
             WatchEvent::Deleted(p) => kinds.push(("DELETED", p.metadata.name.unwrap())),
             other => panic!("unexpected {other:?}"),
@@ -570,16 +513,12 @@ async fn field_selectors_on_name_namespace_and_node() {
 
     // kube-runtime's watcher with a name field selector (as kubectl delete --wait uses).
     let api: Api<Pod> = Api::namespaced(client(&sim), "default");
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().fields("metadata.name=b")),
+    let Reflected { reader, task } = reflect(
+        api,
+        watcher::Config::default().fields("metadata.name=b"),
+        false,
     );
-    let task = tokio::spawn(stream.for_each(|_| futures::future::ready(())));
-    tokio::time::timeout(PATIENCE, reader.wait_until_ready())
-        .await
-        .unwrap()
-        .unwrap();
+    ready(&reader).await;
     assert_eq!(reader.state().len(), 1);
     store.delete(pods, "default", "b", None).unwrap();
     let r = reader.clone();

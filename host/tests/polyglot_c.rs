@@ -40,9 +40,7 @@ fn seed() -> Vec<Cached> {
 }
 
 fn start(cache: Vec<Cached>) -> Guest {
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("restart-alarm"));
-    let mut g = Guest::new(&engine, &component, cache, &[PODS]);
+    let mut g = Example::load("restart-alarm").guest(cache, &[PODS]);
     g.init(r#"{"threshold": 5}"#).expect("init");
     assert_eq!(g.messages(), vec!["policy threshold=5"]);
     assert_eq!(g.store.data().logs[0].0, Level::Info);
@@ -50,20 +48,11 @@ fn start(cache: Vec<Cached>) -> Guest {
     g
 }
 
-fn set(g: &mut Guest, c: &Cached) {
-    let cache = &mut g.store.data_mut().cache;
-    cache.retain(|x| x.key != c.key);
-    cache.push(c.clone());
-}
-
 #[test]
 fn restart_alarm_alarms_exactly_on_the_seeded_restarts() {
     let objects = seed();
     let mut g = start(objects.clone());
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true))
-            .expect("on-event");
-    }
+    g.on_events(EventKind::Added, &objects, true);
     assert_eq!(
         g.messages(),
         vec![
@@ -80,22 +69,18 @@ fn restart_alarm_alarms_exactly_on_the_seeded_restarts() {
 fn restart_alarm_alarms_once_per_increase_and_forgets_deleted_pods() {
     let objects = seed();
     let mut g = start(objects.clone());
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true)).unwrap();
-    }
+    g.on_events(EventKind::Added, &objects, true);
     g.clear_logs();
 
     // Resync and an update with unchanged counts: quiet.
-    for o in &objects {
-        g.on_event(&event(EventKind::Synced, o, false)).unwrap();
-    }
+    g.on_events(EventKind::Synced, &objects, false);
     assert_eq!(g.messages(), Vec::<String>::new());
 
     // a restarts once more; c crosses the threshold.
     let a = pod("prod", "a", "10", &[("c1", 8), ("c2", 0)], &[]);
     let c = pod("prod", "c", "11", &[("c1", 5)], &[]);
-    set(&mut g, &a);
-    set(&mut g, &c);
+    g.set_cached(&a);
+    g.set_cached(&c);
     g.on_event(&event(EventKind::Updated, &a, false)).unwrap();
     g.on_event(&event(EventKind::Updated, &c, false)).unwrap();
     assert_eq!(
@@ -134,13 +119,9 @@ fn restart_alarm_survives_many_pods() {
         })
         .collect();
     let mut g = start(vec![]);
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, false)).unwrap();
-    }
+    g.on_events(EventKind::Added, &objects, false);
     assert_eq!(g.messages().len(), 500);
-    for o in &objects {
-        g.on_event(&event(EventKind::Deleted, o, false)).unwrap();
-    }
+    g.on_events(EventKind::Deleted, &objects, false);
     g.clear_logs();
     g.on_event(&event(EventKind::Added, &objects[7], false))
         .unwrap();
@@ -152,8 +133,7 @@ fn restart_alarm_survives_many_pods() {
 
 #[test]
 fn restart_alarm_rejects_a_bad_config_with_a_clear_error() {
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("restart-alarm"));
+    let example = Example::load("restart-alarm");
     for (config, want) in [
         (
             r#"{"threshold": 0}"#,
@@ -170,7 +150,7 @@ fn restart_alarm_rejects_a_bad_config_with_a_clear_error() {
         ("[1]", "config is not a JSON table"),
         ("{\"threshold\": ", "config is not a JSON table"),
     ] {
-        let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
+        let mut g = example.guest(vec![], &[PODS]);
         assert_eq!(g.init(config).unwrap_err(), want, "config {config}");
     }
 }
@@ -178,9 +158,7 @@ fn restart_alarm_rejects_a_bad_config_with_a_clear_error() {
 #[test]
 fn restart_alarm_cache_errors_are_handler_errors_not_traps() {
     let objects = seed();
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("restart-alarm"));
-    let mut g = Guest::new(&engine, &component, objects.clone(), &[]);
+    let mut g = Example::load("restart-alarm").guest(objects.clone(), &[]);
     g.init("{}").unwrap();
     let err = g
         .on_event(&event(EventKind::Added, &objects[0], false))

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use runtime_support::*;
 use serde_json::json;
-use wasm_informer::handler::{Delivery, Handler};
+use wasm_informer::handler::Delivery;
 use wasm_informer::runtime::{
     EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginSpec, PluginState, TrapKind,
 };
@@ -75,7 +75,7 @@ fn guest_limits() -> PluginLimits {
 /// Runs `faulty` over `events` events beside a healthy JS plugin and returns the
 /// faulty plugin's deliveries. Checks that the healthy plugin handled all of its
 /// events.
-async fn beside_healthy(
+async fn beside_healthy_js(
     engine: &Arc<PluginEngine>,
     faulty: Arc<LoadedPlugin>,
     events: usize,
@@ -88,31 +88,20 @@ async fn beside_healthy(
         json!({"mode": "ok"}),
         guest_limits(),
     );
-    let mut healthy = runner(engine, healthy_plugin, cache.clone()).await;
-    let mut faulty = runner(engine, faulty, cache.clone()).await;
+    let healthy = runner(engine, healthy_plugin, cache.clone()).await;
+    let faulty = runner(engine, faulty, cache.clone()).await;
 
-    let healthy_pods = pods.clone();
-    let healthy_task = tokio::spawn(async move {
-        let mut results = Vec::new();
-        for i in 0..HEALTHY_EVENTS {
-            results.push(
-                healthy
-                    .handle(added(&healthy_pods[i % healthy_pods.len()]))
-                    .await,
-            );
-        }
-        (results, healthy.status().snapshot())
-    });
+    let run = beside_healthy(
+        healthy,
+        faulty,
+        &pods,
+        HEALTHY_EVENTS,
+        events,
+        Duration::from_secs(300),
+    )
+    .await;
 
-    let mut deliveries = Vec::new();
-    for i in 0..events {
-        deliveries.push(faulty.handle(added(&pods[i % pods.len()])).await);
-    }
-
-    let (results, snap) = tokio::time::timeout(Duration::from_secs(300), healthy_task)
-        .await
-        .expect("healthy plugin finished")
-        .expect("healthy task did not panic");
+    let (results, snap) = (&run.healthy, &run.healthy_snap);
     assert!(
         results.iter().all(|d| *d == Delivery::Ok),
         "healthy: {results:?}"
@@ -125,7 +114,7 @@ async fn beside_healthy(
         snap.log_lines, HEALTHY_EVENTS as u64,
         "one `handled` line per event"
     );
-    (deliveries, faulty.status().snapshot())
+    (run.faulty, run.faulty_snap)
 }
 
 /// Every event traps until quarantine: checks the trap kind and the counters.
@@ -133,23 +122,9 @@ async fn quarantined(wasm: &str, config: serde_json::Value, limits: PluginLimits
     let engine = cached_engine();
     let max = limits.max_failures as usize;
     let faulty = load_guest(&engine, wasm, wasm, config, limits);
-    let (deliveries, snap) = beside_healthy(&engine, faulty, max).await;
-    assert!(
-        deliveries.iter().all(|d| *d == Delivery::Restarted),
-        "{wasm}: {deliveries:?}"
-    );
-    assert_eq!(snap.state, PluginState::Quarantined, "{wasm}: {snap:?}");
-    assert_eq!(
-        snap.traps_by_kind[kind.as_str()],
-        max as u64,
-        "{wasm}: wrong trap kind: {snap:?}"
-    );
-    assert_eq!(snap.traps, max as u64);
-    assert_eq!(snap.restarts, max as u64 - 1);
-    assert_eq!(snap.quarantines, 1);
+    let (deliveries, snap) = beside_healthy_js(&engine, faulty, max).await;
+    assert_quarantined(wasm, &deliveries, &snap, max as u64, kind);
     assert_eq!(snap.errors, 0);
-    assert_eq!(snap.delivered.total(), 0);
-    assert!(snap.last_error.unwrap().contains(kind.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,7 +210,7 @@ async fn throws_are_handler_errors(wasm: &str) {
         json!({"mode": "throw", "every": 2}),
         guest_limits(),
     );
-    let (deliveries, snap) = beside_healthy(&engine, faulty, 6).await;
+    let (deliveries, snap) = beside_healthy_js(&engine, faulty, 6).await;
     let pods = ["p0", "p1", "p2", "p3", "p4", "p5"];
     let want: Vec<Delivery> = (0..6)
         .map(|i| {
@@ -279,18 +254,9 @@ async fn occasional_python_crashes_restart_without_quarantine() {
         json!({"mode": "crash", "every": 3}),
         guest_limits(),
     );
-    let (deliveries, snap) = beside_healthy(&engine, faulty, 9).await;
+    let (deliveries, snap) = beside_healthy_js(&engine, faulty, 9).await;
     // Each fresh instance handles two events and crashes on its third.
-    let want: Vec<Delivery> = (0..9)
-        .map(|i| {
-            if i % 3 == 2 {
-                Delivery::Restarted
-            } else {
-                Delivery::Ok
-            }
-        })
-        .collect();
-    assert_eq!(deliveries, want);
+    assert_eq!(deliveries, every_nth_restarted(3, 9));
     // The 9th event trapped: the runner waits out its backoff before the next
     // instance; it is not quarantined.
     assert_eq!(snap.state, PluginState::BackingOff, "{snap:?}");

@@ -64,28 +64,17 @@ fn seed() -> Vec<Cached> {
 }
 
 fn start(cache: Vec<Cached>) -> Guest {
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("deployment-auditor"));
-    let mut g = Guest::new(&engine, &component, cache, &[DEPLOYMENTS]);
+    let mut g = Example::load("deployment-auditor").guest(cache, &[DEPLOYMENTS]);
     g.init(CONFIG).expect("init");
     g.clear_logs();
     g
-}
-
-fn set(g: &mut Guest, c: &Cached) {
-    let cache = &mut g.store.data_mut().cache;
-    cache.retain(|x| !(x.resource == c.resource && x.key == c.key));
-    cache.push(c.clone());
 }
 
 #[test]
 fn auditor_reports_exactly_the_seeded_violations() {
     let objects = seed();
     let mut g = start(objects.clone());
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true))
-            .expect("on-event");
-    }
+    g.on_events(EventKind::Added, &objects, true);
     assert_eq!(
         g.messages(),
         vec![
@@ -102,15 +91,11 @@ fn auditor_reports_exactly_the_seeded_violations() {
 fn auditor_reports_fixes_and_stays_quiet_on_resync() {
     let objects = seed();
     let mut g = start(objects.clone());
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true)).unwrap();
-    }
+    g.on_events(EventKind::Added, &objects, true);
     g.clear_logs();
 
     // Resync of everything: nothing changed, nothing logged.
-    for o in &objects {
-        g.on_event(&event(EventKind::Synced, o, false)).unwrap();
-    }
+    g.on_events(EventKind::Synced, &objects, false);
     assert_eq!(g.messages(), Vec::<String>::new());
 
     // cart gets its team label: reported as compliant.
@@ -121,7 +106,7 @@ fn auditor_reports_fixes_and_stays_quiet_on_resync() {
         json!({"app": "cart", "team": "b"}),
         json!({"owner": "x"}),
     );
-    set(&mut g, &fixed);
+    g.set_cached(&fixed);
     g.on_event(&event(EventKind::Updated, &fixed, false))
         .unwrap();
     assert_eq!(g.messages(), vec!["compliant deployment=shop/cart"]);
@@ -148,7 +133,7 @@ fn auditor_skips_events_the_cache_has_superseded() {
         json!({"app": "web", "tier": "frontend"}),
         json!({"owner": "x"}),
     );
-    set(&mut g, &newer);
+    g.set_cached(&newer);
     // An event for an older web that also lacked `team`: stale, skipped.
     let older = deployment("shop", "web", "25", json!({"app": "web"}), json!({}));
     g.on_event(&event(EventKind::Updated, &older, false))
@@ -164,12 +149,11 @@ fn auditor_skips_events_the_cache_has_superseded() {
 
 #[test]
 fn auditor_rejects_a_bad_config_with_a_clear_error() {
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("deployment-auditor"));
-    let mut g = Guest::new(&engine, &component, vec![], &[DEPLOYMENTS]);
+    let example = Example::load("deployment-auditor");
+    let mut g = example.guest(vec![], &[DEPLOYMENTS]);
     let err = g.init(r#"{"required_labels": "team"}"#).unwrap_err();
     assert_eq!(err, "config.required_labels must be an array of strings");
-    let mut g = Guest::new(&engine, &component, vec![], &[DEPLOYMENTS]);
+    let mut g = example.guest(vec![], &[DEPLOYMENTS]);
     let err = g.init("not json").unwrap_err();
     assert!(err.starts_with("config is not valid JSON"), "{err}");
 }
@@ -177,9 +161,7 @@ fn auditor_rejects_a_bad_config_with_a_clear_error() {
 #[test]
 fn auditor_without_read_permission_gets_a_handler_error_not_a_trap() {
     let objects = seed();
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("deployment-auditor"));
-    let mut g = Guest::new(&engine, &component, objects.clone(), &[]);
+    let mut g = Example::load("deployment-auditor").guest(objects.clone(), &[]);
     g.init(CONFIG).unwrap();
     let err = g
         .on_event(&event(EventKind::Added, &objects[1], false))

@@ -65,9 +65,7 @@ fn seed() -> Vec<Cached> {
 }
 
 fn start(cache: Vec<Cached>) -> Guest {
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("image-policy"));
-    let mut g = Guest::new(&engine, &component, cache, &[PODS]);
+    let mut g = Example::load("image-policy").guest(cache, &[PODS]);
     g.init(CONFIG).expect("init");
     assert_eq!(
         g.messages(),
@@ -81,10 +79,7 @@ fn start(cache: Vec<Cached>) -> Guest {
 fn image_policy_reports_exactly_the_disallowed_images() {
     let objects = seed();
     let mut g = start(objects.clone());
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true))
-            .expect("on-event");
-    }
+    g.on_events(EventKind::Added, &objects, true);
     assert_eq!(
         g.messages(),
         vec![
@@ -100,13 +95,9 @@ fn image_policy_reports_exactly_the_disallowed_images() {
 fn image_policy_is_quiet_on_resync_and_reports_fixes_and_recreations() {
     let objects = seed();
     let mut g = start(objects.clone());
-    for o in &objects {
-        g.on_event(&event(EventKind::Added, o, true)).unwrap();
-    }
+    g.on_events(EventKind::Added, &objects, true);
     g.clear_logs();
-    for o in &objects {
-        g.on_event(&event(EventKind::Synced, o, false)).unwrap();
-    }
+    g.on_events(EventKind::Synced, &objects, false);
     assert_eq!(g.messages(), Vec::<String>::new());
 
     let fixed = pod(
@@ -132,9 +123,8 @@ fn image_policy_is_quiet_on_resync_and_reports_fixes_and_recreations() {
 
 #[test]
 fn image_policy_rejects_a_bad_config_with_a_clear_error() {
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("image-policy"));
-    let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
+    let example = Example::load("image-policy");
+    let mut g = example.guest(vec![], &[PODS]);
     let err = g
         .init(r#"{"allowed_registries": "docker.io"}"#)
         .unwrap_err();
@@ -142,7 +132,7 @@ fn image_policy_rejects_a_bad_config_with_a_clear_error() {
         err,
         "ValueError: config.allowed_registries must be an array of strings"
     );
-    let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
+    let mut g = example.guest(vec![], &[PODS]);
     let err = g.init("{}").unwrap_err();
     assert_eq!(
         err,
@@ -153,9 +143,7 @@ fn image_policy_rejects_a_bad_config_with_a_clear_error() {
 #[test]
 fn image_policy_cache_errors_are_handler_errors_not_traps() {
     let objects = seed();
-    let engine = engine(Some(&test_cache_dir()));
-    let (component, _) = load(&engine, &plugin_path("image-policy"));
-    let mut g = Guest::new(&engine, &component, objects.clone(), &[]);
+    let mut g = Example::load("image-policy").guest(objects.clone(), &[]);
     g.init(CONFIG).unwrap();
     let err = g
         .on_event(&event(EventKind::Added, &objects[2], false))

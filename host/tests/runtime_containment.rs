@@ -17,6 +17,24 @@ use wasm_informer::runtime::{PluginLimits, PluginState, TrapKind};
 
 const HEALTHY_EVENTS: usize = 40;
 
+/// The healthy neighbour of the fault tests: pod-ready-counter with read
+/// access to pods and default limits.
+async fn healthy_counter(
+    engine: &Arc<wasm_informer::runtime::PluginEngine>,
+    cache: Arc<FakeCache>,
+) -> wasm_informer::runtime::PluginRunner {
+    start(
+        engine,
+        cache,
+        "pod-ready-counter",
+        plugin_artifacts::POD_READY_COUNTER,
+        json!({}),
+        &["v1/pods"],
+        PluginLimits::default(),
+    )
+    .await
+}
+
 /// Runs `faulty` for `max_failures` events next to pod-ready-counter handling
 /// HEALTHY_EVENTS events, concurrently, and checks both.
 async fn contain(
@@ -28,71 +46,31 @@ async fn contain(
 ) {
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 8);
-
-    let healthy_plugin = load(
-        &engine,
-        "pod-ready-counter",
-        plugin_artifacts::POD_READY_COUNTER,
-        json!({}),
-        &["v1/pods"],
-        PluginLimits::default(),
-    );
-    let mut healthy = runner(&engine, healthy_plugin, cache.clone()).await;
-    let faulty_plugin = load(&engine, name, wasm, config, &[], limits.clone());
-    let mut faulty = runner(&engine, faulty_plugin, cache.clone()).await;
-    let faulty_status = faulty.status().clone();
-
-    let healthy_pods = pods.clone();
-    let healthy_task = tokio::spawn(async move {
-        let mut results = Vec::new();
-        for i in 0..HEALTHY_EVENTS {
-            results.push(
-                healthy
-                    .handle(added(&healthy_pods[i % healthy_pods.len()]))
-                    .await,
-            );
-        }
-        (results, healthy.status().snapshot())
-    });
+    let healthy = healthy_counter(&engine, cache.clone()).await;
+    let max = limits.max_failures as u64;
+    let faulty = start(&engine, cache.clone(), name, wasm, config, &[], limits).await;
 
     // The faulty plugin: every event traps, until quarantine.
-    let mut deliveries = Vec::new();
-    for i in 0..limits.max_failures as usize {
-        deliveries.push(faulty.handle(added(&pods[i % pods.len()])).await);
-    }
+    let run = beside_healthy(
+        healthy,
+        faulty,
+        &pods,
+        HEALTHY_EVENTS,
+        max as usize,
+        Duration::from_secs(120),
+    )
+    .await;
 
-    let (results, healthy_snap) = tokio::time::timeout(Duration::from_secs(120), healthy_task)
-        .await
-        .expect("healthy plugin finished")
-        .expect("healthy task did not panic");
+    let results = &run.healthy;
     assert!(
         results.iter().all(|d| *d == Delivery::Ok),
         "healthy plugin results: {results:?}"
     );
-    assert_eq!(healthy_snap.delivered.added, HEALTHY_EVENTS as u64);
-    assert_eq!(healthy_snap.traps, 0);
-    assert_eq!(healthy_snap.state, PluginState::Running);
+    assert_eq!(run.healthy_snap.delivered.added, HEALTHY_EVENTS as u64);
+    assert_eq!(run.healthy_snap.traps, 0);
+    assert_eq!(run.healthy_snap.state, PluginState::Running);
 
-    assert!(
-        deliveries.iter().all(|d| *d == Delivery::Restarted),
-        "{name}: {deliveries:?}"
-    );
-    let snap = faulty_status.snapshot();
-    assert_eq!(snap.state, PluginState::Quarantined, "{name}: {snap:?}");
-    assert_eq!(
-        snap.traps_by_kind[kind.as_str()],
-        limits.max_failures as u64,
-        "{name}: wrong trap kind: {snap:?}"
-    );
-    assert_eq!(snap.traps, limits.max_failures as u64, "{name}: {snap:?}");
-    assert_eq!(
-        snap.restarts,
-        limits.max_failures as u64 - 1,
-        "{name}: {snap:?}"
-    );
-    assert_eq!(snap.quarantines, 1);
-    assert_eq!(snap.delivered.total(), 0);
-    assert!(snap.last_error.unwrap().contains(kind.as_str()));
+    assert_quarantined(name, &run.faulty, &run.faulty_snap, max, kind);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,30 +150,22 @@ async fn panic_on_every_event_is_quarantined() {
 async fn occasional_panics_restart_without_quarantine() {
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 4);
-    let plugin = load(
+    let mut r = start(
         &engine,
+        cache,
         "panic-3",
         plugin_artifacts::PANIC_EVERY_N,
         json!({"n": 3}),
         &[],
         fast_limits(),
-    );
-    let mut r = runner(&engine, plugin, cache).await;
+    )
+    .await;
     let mut got = Vec::new();
     for i in 0..9 {
         got.push(r.handle(added(&pods[i % pods.len()])).await);
     }
     // Each instance handles two events and panics on its third.
-    let want: Vec<Delivery> = (0..9)
-        .map(|i| {
-            if i % 3 == 2 {
-                Delivery::Restarted
-            } else {
-                Delivery::Ok
-            }
-        })
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(got, every_nth_restarted(3, 9));
     // The ninth event trapped: the runner waits out a backoff, not a quarantine.
     assert_eq!(r.status().state(), PluginState::BackingOff);
     assert_eq!(r.handle(added(&pods[0])).await, Delivery::Ok);
@@ -212,15 +182,16 @@ async fn occasional_panics_restart_without_quarantine() {
 async fn quarantine_ends_with_a_retry_that_uses_no_cpu_meanwhile() {
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 2);
-    let plugin = load(
+    let mut r = start(
         &engine,
+        cache,
         "panic",
         plugin_artifacts::PANIC_EVERY_N,
         json!({"n": 1}),
         &[],
         fast_limits(),
-    );
-    let mut r = runner(&engine, plugin, cache).await;
+    )
+    .await;
     for _ in 0..3 {
         assert_eq!(r.handle(added(&pods[0])).await, Delivery::Restarted);
     }
@@ -254,24 +225,17 @@ async fn a_log_flood_is_rate_limited_and_harms_no_one() {
     })
     .unwrap();
     let (cache, pods) = cache_with_pods("default", 4);
-    let flood = load(
+    let mut f = start(
         &engine,
+        cache.clone(),
         "log-flood",
         plugin_artifacts::LOG_FLOOD,
         json!({"lines": 1000}),
         &[],
         PluginLimits::default(),
-    );
-    let healthy = load(
-        &engine,
-        "pod-ready-counter",
-        plugin_artifacts::POD_READY_COUNTER,
-        json!({}),
-        &["v1/pods"],
-        PluginLimits::default(),
-    );
-    let mut f = runner(&engine, flood, cache.clone()).await;
-    let mut h = runner(&engine, healthy, cache.clone()).await;
+    )
+    .await;
+    let mut h = healthy_counter(&engine, cache.clone()).await;
     let hp = pods.clone();
     let healthy_task = tokio::spawn(async move {
         let mut ok = 0;
@@ -314,15 +278,16 @@ async fn ticks_during<F: std::future::Future>(fut: F) -> (F::Output, u32) {
 async fn a_sleeping_plugin_does_not_block_the_async_runtime() {
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 1);
-    let slow = load(
+    let mut s = start(
         &engine,
+        cache,
         "slow",
         plugin_artifacts::SLOW,
         json!({"ms": 400}),
         &[],
         PluginLimits::default(),
-    );
-    let mut s = runner(&engine, slow, cache).await;
+    )
+    .await;
     // On a single-threaded runtime, a plugin sleeping on that thread would
     // freeze the ticker for the whole 400 ms.
     let (d, ticks) = ticks_during(s.handle(added(&pods[0]))).await;
@@ -342,15 +307,16 @@ async fn a_spinning_plugin_does_not_block_the_async_runtime() {
         timeout_ms: 400,
         ..fast_limits()
     };
-    let spin = load(
+    let mut s = start(
         &engine,
+        cache,
         "spin",
         plugin_artifacts::SPIN_FOREVER,
         json!({}),
         &[],
         limits,
-    );
-    let mut s = runner(&engine, spin, cache).await;
+    )
+    .await;
     let (d, ticks) = ticks_during(s.handle(added(&pods[0]))).await;
     assert_eq!(d, Delivery::Restarted);
     assert_eq!(s.status().traps(TrapKind::Deadline), 1);
@@ -368,15 +334,16 @@ async fn sleeping_past_the_deadline_is_a_deadline_trap() {
         timeout_ms: 50,
         ..fast_limits()
     };
-    let slow = load(
+    let mut s = start(
         &engine,
+        cache,
         "slow",
         plugin_artifacts::SLOW,
         json!({"ms": 300}),
         &[],
         limits,
-    );
-    let mut s = runner(&engine, slow, cache).await;
+    )
+    .await;
     assert_eq!(s.handle(added(&pods[0])).await, Delivery::Restarted);
     assert_eq!(s.status().traps(TrapKind::Deadline), 1);
     assert_eq!(s.status().state(), PluginState::BackingOff);
@@ -388,15 +355,16 @@ async fn handler_errors_are_counted_and_do_not_restart() {
     let (cache, pods) = cache_with_pods("default", 2);
     // pod-ready-counter without `read` permission: every event fails with a
     // forbidden cache read, which is a handler error, not a trap.
-    let plugin = load(
+    let mut r = start(
         &engine,
+        cache,
         "counter",
         plugin_artifacts::POD_READY_COUNTER,
         json!({}),
         &[],
         fast_limits(),
-    );
-    let mut r = runner(&engine, plugin, cache).await;
+    )
+    .await;
     for _ in 0..5 {
         match r.handle(added(&pods[0])).await {
             Delivery::HandlerError(m) => assert!(m.contains("forbidden"), "{m}"),

@@ -22,15 +22,16 @@ async fn a_plugin_cannot_reach_files_env_or_network() {
 
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 1);
-    let plugin = load(
+    let mut r = start(
         &engine,
+        cache,
         "probe",
         plugin_artifacts::SANDBOX_PROBE,
         json!({"tcp_port": port, "allowed": "v1/pods", "denied": "v1/secrets"}),
         &["v1/pods"],
         PluginLimits::default(),
-    );
-    let mut r = runner(&engine, plugin, cache).await;
+    )
+    .await;
     let report = match r.handle(added(&pods[0])).await {
         Delivery::HandlerError(m) => m,
         other => panic!("the probe reports through its error result, got {other:?}"),
@@ -105,15 +106,16 @@ async fn stdout_stderr_and_log_lines_are_tagged_with_the_plugin_name() {
     let captured = capture();
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 1);
-    let plugin = load(
+    let mut r = start(
         &engine,
+        cache,
         "flood-3",
         plugin_artifacts::LOG_FLOOD,
         json!({"lines": 3}),
         &[],
         PluginLimits::default(),
-    );
-    let mut r = runner(&engine, plugin, cache).await;
+    )
+    .await;
     assert_eq!(r.handle(added(&pods[0])).await, Delivery::Ok);
     let snap = r.status().snapshot();
     assert_eq!(snap.log_lines, 9, "{snap:?}");

@@ -203,6 +203,27 @@ pub fn load(engine: &Engine, path: &Path) -> (Component, Duration) {
     (c, started.elapsed())
 }
 
+/// An example plugin compiled once (through the shared test compilation
+/// cache), ready to be instantiated any number of times.
+pub struct Example {
+    pub engine: Engine,
+    pub component: Component,
+}
+
+impl Example {
+    /// Compiles (or fetches from the test cache) the built plugin `name`.
+    pub fn load(name: &str) -> Self {
+        let engine = engine(Some(&test_cache_dir()));
+        let (component, _) = load(&engine, &plugin_path(name));
+        Example { engine, component }
+    }
+
+    /// A fresh instance with a cache holding `cache` and read access to `readable`.
+    pub fn guest(&self, cache: Vec<Cached>, readable: &[&str]) -> Guest {
+        Guest::new(&self.engine, &self.component, cache, readable)
+    }
+}
+
 /// A running plugin instance.
 pub struct Guest {
     pub store: Store<GuestState>,
@@ -276,6 +297,24 @@ impl Guest {
             Ok(r) => r,
             Err(e) => panic!("on-event trapped: {e:?}\nstderr: {}", self.stderr()),
         }
+    }
+
+    /// Delivers one `kind` event per object, in order; panics naming the
+    /// object on an error result or a trap.
+    pub fn on_events(&mut self, kind: EventKind, objects: &[Cached], initial: bool) {
+        for o in objects {
+            if let Err(e) = self.on_event(&event(kind, o, initial)) {
+                panic!("on-event {} {}: {e}", o.resource, o.key);
+            }
+        }
+    }
+
+    /// Puts `c` into the guest's cache, replacing the object of the same
+    /// resource and key.
+    pub fn set_cached(&mut self, c: &Cached) {
+        let cache = &mut self.store.data_mut().cache;
+        cache.retain(|x| !(x.resource == c.resource && x.key == c.key));
+        cache.push(c.clone());
     }
 
     fn arm(&mut self) {

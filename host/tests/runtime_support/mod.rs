@@ -1,18 +1,22 @@
 //! Shared helpers of the runtime tests: an in-memory [`CacheView`], pod
-//! objects and notifications, and plugin loading with test-sized limits.
+//! objects and notifications, plugin loading with test-sized limits, and the
+//! "fault plugin beside a healthy plugin" harness of the containment tests.
 //!
 //! Invariant: nothing here talks to the network or depends on timing.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use wasm_informer::cache_view::{CacheError, CacheView};
+use wasm_informer::handler::{Delivery, Handler};
 use wasm_informer::notification::{EventKind, Notification, NotificationRef};
 use wasm_informer::object::{Object, ObjectRef, Transform};
 use wasm_informer::runtime::{
-    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec, PluginState,
+    StatusSnapshot, TrapKind,
 };
 
 /// An in-memory cache: resource -> key -> object.
@@ -190,4 +194,113 @@ pub async fn runner(
     PluginRunner::start(engine.clone(), plugin, cache)
         .await
         .unwrap()
+}
+
+/// Loads a plugin from the artifacts crate and starts a runner for it.
+pub async fn start(
+    engine: &Arc<PluginEngine>,
+    cache: Arc<FakeCache>,
+    name: &str,
+    wasm: &str,
+    config: serde_json::Value,
+    read: &[&str],
+    limits: PluginLimits,
+) -> PluginRunner {
+    let plugin = load(engine, name, wasm, config, read, limits);
+    runner(engine, plugin, cache).await
+}
+
+/// What [`beside_healthy`] observed.
+pub struct BesideHealthy {
+    /// The healthy plugin's delivery for each of its events.
+    pub healthy: Vec<Delivery>,
+    /// The healthy plugin's status after its last event.
+    pub healthy_snap: StatusSnapshot,
+    /// The faulty plugin's delivery for each of its events.
+    pub faulty: Vec<Delivery>,
+    /// The faulty plugin's status after its last event.
+    pub faulty_snap: StatusSnapshot,
+}
+
+/// Runs `healthy` over `healthy_events` events on its own task while `faulty`
+/// handles `faulty_events` events, both cycling through `pods`; waits at most
+/// `patience` for the healthy task and returns both plugins' deliveries and
+/// statuses.
+pub async fn beside_healthy(
+    mut healthy: PluginRunner,
+    mut faulty: PluginRunner,
+    pods: &[ObjectRef],
+    healthy_events: usize,
+    faulty_events: usize,
+    patience: Duration,
+) -> BesideHealthy {
+    let healthy_pods = pods.to_vec();
+    let healthy_task = tokio::spawn(async move {
+        let mut results = Vec::new();
+        for i in 0..healthy_events {
+            results.push(
+                healthy
+                    .handle(added(&healthy_pods[i % healthy_pods.len()]))
+                    .await,
+            );
+        }
+        (results, healthy.status().snapshot())
+    });
+
+    let mut deliveries = Vec::new();
+    for i in 0..faulty_events {
+        deliveries.push(faulty.handle(added(&pods[i % pods.len()])).await);
+    }
+
+    let (results, healthy_snap) = tokio::time::timeout(patience, healthy_task)
+        .await
+        .expect("healthy plugin finished")
+        .expect("healthy task did not panic");
+    BesideHealthy {
+        healthy: results,
+        healthy_snap,
+        faulty: deliveries,
+        faulty_snap: faulty.status().snapshot(),
+    }
+}
+
+/// Checks a plugin that trapped with `kind` on each of its `max` events: every
+/// delivery restarted it, and it ended quarantined with `max` traps of that
+/// kind, `max - 1` restarts, one quarantine and nothing delivered.
+pub fn assert_quarantined(
+    label: &str,
+    deliveries: &[Delivery],
+    snap: &StatusSnapshot,
+    max: u64,
+    kind: TrapKind,
+) {
+    assert!(
+        deliveries.iter().all(|d| *d == Delivery::Restarted),
+        "{label}: {deliveries:?}"
+    );
+    assert_eq!(snap.state, PluginState::Quarantined, "{label}: {snap:?}");
+    assert_eq!(
+        snap.traps_by_kind[kind.as_str()],
+        max,
+        "{label}: wrong trap kind: {snap:?}"
+    );
+    assert_eq!(snap.traps, max, "{label}: {snap:?}");
+    assert_eq!(snap.restarts, max - 1, "{label}: {snap:?}");
+    assert_eq!(snap.quarantines, 1);
+    assert_eq!(snap.delivered.total(), 0);
+    assert!(snap.last_error.as_deref().unwrap().contains(kind.as_str()));
+}
+
+/// The deliveries of a plugin that traps on every `n`-th event of an instance,
+/// over `events` events: `Restarted` on each trap, `Ok` otherwise.
+pub fn every_nth_restarted(n: usize, events: usize) -> Vec<Delivery> {
+    (0..events)
+        .map(|i| {
+            if i % n == n - 1 {
+                Delivery::Restarted
+            } else {
+                Delivery::Ok
+            }
+        })
+        .collect()
 }
