@@ -10,10 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use apisim::server::App;
 use apisim::workload::{Workload, WorkloadConfig};
-use apisim::{Faults, RequestLog, SimConfig, Store};
-use axum::serve::ListenerExt;
+use apisim::{Faults, RequestLog, RunningSim, Sim, SimConfig, Store};
 use parking_lot::Mutex;
 
 use crate::probe::now_ns;
@@ -33,67 +31,34 @@ pub struct Fixture {
     faults: Faults,
     log: RequestLog,
     url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    sim: RunningSim,
     workload: Arc<Mutex<Workload>>,
     hold: Duration,
 }
 
 impl Fixture {
     /// Seeds `pods` pods over 10 namespaces and starts serving on 127.0.0.1.
-    ///
-    /// The simulator's router is served here rather than through
-    /// `apisim::Sim::start` so that accepted sockets get `TCP_NODELAY`, as a real
-    /// apiserver's do: without it, Nagle's algorithm and the client's delayed ACK
-    /// add up to 40 ms to an event written on an idle stream.
     pub fn new(rt: &tokio::runtime::Runtime, pods: usize, mix: Mix) -> Result<Self> {
-        let config = SimConfig {
+        let sim = Sim::new(SimConfig {
             history_window: 400_000,
             ..SimConfig::default()
-        };
-        let store = Arc::new(Store::new(config.history_window));
+        });
         let mut wc = WorkloadConfig::new(pods, 10, 7);
         if mix == Mix::UpdatesOnly {
             wc.create_weight = 0;
             wc.delete_weight = 0;
         }
-        let workload = Workload::seed(store.clone(), wc)
+        let workload = Workload::seed(sim.store().clone(), wc)
             .map_err(|e| anyhow::anyhow!("seeding {pods} pods: {}", e.message))?;
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .context("binding 127.0.0.1:0 for the simulator")?;
-        let addr = listener.local_addr()?;
-        let faults = Faults::new(store.clone());
-        let log = RequestLog::default();
-        let app = App {
-            store: store.clone(),
-            faults: faults.clone(),
-            log: log.clone(),
-            config,
-            address: addr.to_string(),
-        };
-        let router = apisim::server::router(app);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let listener = listener.tap_io(|s| {
-            let _ = s.set_nodelay(true);
-        });
-        let task = rt.spawn(async move {
-            let r = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await;
-            if let Err(e) = r {
-                eprintln!("bench: simulator stopped with an error: {e}");
-            }
-        });
+        let sim = rt
+            .block_on(sim.start("127.0.0.1:0".parse()?))
+            .context("starting the simulator on 127.0.0.1")?;
         Ok(Fixture {
-            store,
-            faults,
-            log,
-            url: format!("http://{addr}"),
-            stop: Some(stop_tx),
-            task: Some(task),
+            store: sim.store().clone(),
+            faults: sim.faults().clone(),
+            log: sim.request_log().clone(),
+            url: sim.url(),
+            sim,
             workload: Arc::new(Mutex::new(workload)),
             hold: Duration::from_secs(2),
         })
@@ -203,19 +168,7 @@ impl Fixture {
     }
 
     /// Stops the simulator.
-    pub fn shutdown(mut self, rt: &tokio::runtime::Runtime) {
-        self.faults.drop_watches();
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let abort = t.abort_handle();
-            if rt
-                .block_on(async { tokio::time::timeout(Duration::from_secs(5), t).await })
-                .is_err()
-            {
-                abort.abort();
-            }
-        }
+    pub fn shutdown(self, rt: &tokio::runtime::Runtime) {
+        rt.block_on(self.sim.shutdown());
     }
 }
