@@ -20,27 +20,14 @@ struct Case {
 #[test]
 fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
     let fx = Fixture::new("");
-    let good_wasm = fx.write(
-        "wasm/good.wasm",
-        std::fs::read(plugin_artifacts::POD_READY_COUNTER).unwrap(),
-    );
-    fx.write(
-        "wasm/wrong-world.wasm",
-        std::fs::read(plugin_artifacts::FIXTURE_WRONG_WORLD).unwrap(),
-    );
+    let good_wasm = fx.copy_wasm(plugin_artifacts::POD_READY_COUNTER, "good");
+    fx.copy_wasm(plugin_artifacts::FIXTURE_WRONG_WORLD, "wrong-world");
     fx.write("wasm/garbage.wasm", b"\0asm garbage");
     fx.write(
         "plugins/good.toml",
         "name = \"good\"\nwasm = \"../wasm/good.wasm\"\nresources = [\"v1/pods\"]\n",
     );
-    let mut host = HostProc::spawn(&[
-        "run",
-        "--config",
-        fx.dir().to_str().unwrap(),
-        "--sim",
-        "--status",
-        "never",
-    ]);
+    let mut host = HostProc::run_sim(fx.dir().to_str().unwrap(), &[]);
     let addr = host.metrics_addr();
     host.wait_line(&["running 1 plugin(s): good"], LONG);
     let baseline = wait_metrics(addr, LONG, "good running", |t| {

@@ -18,14 +18,8 @@ fn bin() -> Command {
 #[test]
 fn check_accepts_a_good_manifest_and_rejects_a_wrong_world() {
     let fx = Fixture::new("");
-    fx.write(
-        "wasm/good.wasm",
-        std::fs::read(plugin_artifacts::POD_READY_COUNTER).unwrap(),
-    );
-    fx.write(
-        "wasm/wrong.wasm",
-        std::fs::read(plugin_artifacts::FIXTURE_WRONG_WORLD).unwrap(),
-    );
+    fx.copy_wasm(plugin_artifacts::POD_READY_COUNTER, "good");
+    fx.copy_wasm(plugin_artifacts::FIXTURE_WRONG_WORLD, "wrong");
     let good = fx.write(
         "plugins/good.toml",
         "name = \"good\"\nwasm = \"../wasm/good.wasm\"\nresources = [\"v1/pods\"]\n",
@@ -128,10 +122,7 @@ fn run_uses_the_kubeconfig_and_context() {
     // A simulator stands in for the cluster; `run` finds it through KUBECONFIG
     // and --context, exactly as it would a real cluster.
     let fx = Fixture::new("");
-    fx.write(
-        "wasm/counter.wasm",
-        std::fs::read(plugin_artifacts::POD_READY_COUNTER).unwrap(),
-    );
+    fx.copy_wasm(plugin_artifacts::POD_READY_COUNTER, "counter");
     fx.write(
         "plugins/counter.toml",
         "name = \"counter\"\nwasm = \"../wasm/counter.wasm\"\nresources = [\"v1/pods\"]\nread = [\"v1/pods\"]\n",

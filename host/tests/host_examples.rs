@@ -15,20 +15,17 @@ fn slow_plugin_does_not_hold_back_fast_plugin() {
     plugin_wasm("pod-ready-counter");
     let tmp = tempfile::tempdir().unwrap();
     let report = tmp.path().join("r.json");
-    let mut host = HostProc::spawn(&[
-        "run",
-        "--config",
+    let mut host = HostProc::run_sim(
         "examples/isolation",
-        "--sim",
-        "--duration",
-        "15",
-        "--report",
-        report.to_str().unwrap(),
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--status",
-        "never",
-    ]);
+        &[
+            "--duration",
+            "15",
+            "--report",
+            report.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
     let status = host.wait_exit(Duration::from_secs(400));
     assert!(
         status.success(),

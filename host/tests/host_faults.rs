@@ -12,14 +12,8 @@ use host_support::*;
 #[test]
 fn traps_restart_with_replay_and_repeated_failure_quarantines_only_that_plugin() {
     let fx = Fixture::new("");
-    fx.write(
-        "wasm/panic.wasm",
-        std::fs::read(plugin_artifacts::PANIC_EVERY_N).unwrap(),
-    );
-    fx.write(
-        "wasm/counter.wasm",
-        std::fs::read(plugin_artifacts::POD_READY_COUNTER).unwrap(),
-    );
+    fx.copy_wasm(plugin_artifacts::PANIC_EVERY_N, "panic");
+    fx.copy_wasm(plugin_artifacts::POD_READY_COUNTER, "counter");
     fx.write(
         "plugins/flaky.toml",
         "name = \"flaky\"\nwasm = \"../wasm/panic.wasm\"\nresources = [\"v1/pods\"]\n[config]\nn = 50\n",
@@ -33,16 +27,10 @@ fn traps_restart_with_replay_and_repeated_failure_quarantines_only_that_plugin()
         "name = \"healthy\"\nwasm = \"../wasm/counter.wasm\"\nresources = [\"v1/pods\"]\nread = [\"v1/pods\"]\n",
     );
     let report = fx.path("r.json");
-    let mut host = HostProc::spawn(&[
-        "run",
-        "--config",
+    let mut host = HostProc::run_sim(
         fx.dir().to_str().unwrap(),
-        "--sim",
-        "--status",
-        "never",
-        "--report",
-        report.to_str().unwrap(),
-    ]);
+        &["--report", report.to_str().unwrap()],
+    );
     let addr = host.metrics_addr();
     host.wait_line(&["running 3 plugin(s)"], LONG);
 

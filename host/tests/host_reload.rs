@@ -33,16 +33,10 @@ fn add_change_garbage_remove_then_graceful_shutdown() {
     let fx = Fixture::new("");
     fx.copy_plugin("restart-alarm", "alarm");
     let report = fx.path("report.json");
-    let mut host = HostProc::spawn(&[
-        "run",
-        "--config",
+    let mut host = HostProc::run_sim(
         fx.dir().to_str().unwrap(),
-        "--sim",
-        "--status",
-        "never",
-        "--report",
-        report.to_str().unwrap(),
-    ]);
+        &["--report", report.to_str().unwrap()],
+    );
     let addr = host.metrics_addr();
     host.wait_line(&["running 0 plugin(s)"], LONG);
     let (code, _) = http_get(addr, "/healthz");

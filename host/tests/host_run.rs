@@ -107,20 +107,17 @@ fn run_sim_for_20_seconds_reports_every_plugin_and_matching_counts() {
     );
     let tmp = tempfile::tempdir().unwrap();
     let report = tmp.path().join("r.json");
-    let mut host = HostProc::spawn(&[
-        "run",
-        "--config",
+    let mut host = HostProc::run_sim(
         "config",
-        "--sim",
-        "--duration",
-        "20",
-        "--report",
-        report.to_str().unwrap(),
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--status",
-        "never",
-    ]);
+        &[
+            "--duration",
+            "20",
+            "--report",
+            report.to_str().unwrap(),
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ],
+    );
     let addr = host.metrics_addr();
     assert_eq!(http_get(addr, "/healthz").0, 200);
     host.wait_line(&["wasm-informer: running"], LONG);

@@ -84,7 +84,13 @@ impl Fixture {
 
     /// Copies a built example plugin into wasm/NAME.wasm.
     pub fn copy_plugin(&self, plugin: &str, as_name: &str) -> PathBuf {
-        let bytes = std::fs::read(plugin_wasm(plugin)).unwrap();
+        self.copy_wasm(plugin_wasm(plugin), as_name)
+    }
+
+    /// Copies a component (for example a `plugin_artifacts` path) into
+    /// wasm/NAME.wasm.
+    pub fn copy_wasm(&self, from: impl AsRef<Path>, as_name: &str) -> PathBuf {
+        let bytes = std::fs::read(from).unwrap();
         self.write(&format!("wasm/{as_name}.wasm"), bytes)
     }
 }
@@ -97,6 +103,14 @@ pub struct HostProc {
 }
 
 impl HostProc {
+    /// Spawns `run --config CONFIG --sim --status never` plus `extra`, in the
+    /// repository root.
+    pub fn run_sim(config: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["run", "--config", config, "--sim", "--status", "never"];
+        args.extend_from_slice(extra);
+        Self::spawn(&args)
+    }
+
     /// Spawns the binary with `args`, in the repository root.
     pub fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
