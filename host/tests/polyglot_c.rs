@@ -69,12 +69,7 @@ fn restart_alarm_alarms_exactly_on_the_seeded_restarts() {
 fn restart_alarm_alarms_once_per_increase_and_forgets_deleted_pods() {
     let objects = seed();
     let mut g = start(objects.clone());
-    g.on_events(EventKind::Added, &objects, true);
-    g.clear_logs();
-
-    // Resync and an update with unchanged counts: quiet.
-    g.on_events(EventKind::Synced, &objects, false);
-    assert_eq!(g.messages(), Vec::<String>::new());
+    g.replay_then_quiet_resync(&objects);
 
     // a restarts once more; c crosses the threshold.
     let a = pod("prod", "a", "10", &[("c1", 8), ("c2", 0)], &[]);

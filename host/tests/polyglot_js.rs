@@ -91,12 +91,7 @@ fn auditor_reports_exactly_the_seeded_violations() {
 fn auditor_reports_fixes_and_stays_quiet_on_resync() {
     let objects = seed();
     let mut g = start(objects.clone());
-    g.on_events(EventKind::Added, &objects, true);
-    g.clear_logs();
-
-    // Resync of everything: nothing changed, nothing logged.
-    g.on_events(EventKind::Synced, &objects, false);
-    assert_eq!(g.messages(), Vec::<String>::new());
+    g.replay_then_quiet_resync(&objects);
 
     // cart gets its team label: reported as compliant.
     let fixed = deployment(

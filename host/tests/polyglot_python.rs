@@ -95,10 +95,7 @@ fn image_policy_reports_exactly_the_disallowed_images() {
 fn image_policy_is_quiet_on_resync_and_reports_fixes_and_recreations() {
     let objects = seed();
     let mut g = start(objects.clone());
-    g.on_events(EventKind::Added, &objects, true);
-    g.clear_logs();
-    g.on_events(EventKind::Synced, &objects, false);
-    assert_eq!(g.messages(), Vec::<String>::new());
+    g.replay_then_quiet_resync(&objects);
 
     let fixed = pod(
         "shop",

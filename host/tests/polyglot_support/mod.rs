@@ -309,6 +309,15 @@ impl Guest {
         }
     }
 
+    /// Replays `objects` as the initial list, forgets what that logged, then
+    /// resyncs them all and asserts the plugin stays quiet: nothing changed.
+    pub fn replay_then_quiet_resync(&mut self, objects: &[Cached]) {
+        self.on_events(EventKind::Added, objects, true);
+        self.clear_logs();
+        self.on_events(EventKind::Synced, objects, false);
+        assert_eq!(self.messages(), Vec::<String>::new(), "resync logged");
+    }
+
     /// Puts `c` into the guest's cache, replacing the object of the same
     /// resource and key.
     pub fn set_cached(&mut self, c: &Cached) {
