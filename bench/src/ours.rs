@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use wasm_informer::cache_view::CacheView;
-use wasm_informer::handler::{Delivery, Handler};
+use wasm_informer::handler::{Delivery, Handled, Handler};
 use wasm_informer::informer::{InformerConfig, InformerRegistry, SharedInformer};
 use wasm_informer::listener::ListenerConfig;
 use wasm_informer::notification::NotificationRef;
@@ -46,6 +46,40 @@ impl Handler for Probed {
         };
         self.probe.observe(rv);
         d
+    }
+
+    fn max_batch(&self) -> usize {
+        match &self.inner {
+            Inner::Wasm(w) => w.max_batch(),
+            _ => 1,
+        }
+    }
+
+    /// A WebAssembly handler takes the batch as the host does; each event is
+    /// stamped with the time the guest returned from it.
+    async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
+        let Inner::Wasm(w) = &mut self.inner else {
+            let mut out = Vec::with_capacity(batch.len());
+            for n in batch {
+                let delivery = self.handle(n).await;
+                out.push(Handled {
+                    delivery,
+                    at: std::time::Instant::now(),
+                });
+            }
+            return out;
+        };
+        let rvs: Vec<u64> = batch
+            .iter()
+            .map(|n| parse_rv(Some(&n.object.meta.resource_version)))
+            .collect();
+        let handled = w.handle_batch(batch).await;
+        let (now, now_wall) = (std::time::Instant::now(), now_ns());
+        for (rv, h) in rvs.into_iter().zip(&handled) {
+            let ago = now.saturating_duration_since(h.at).as_nanos() as u64;
+            self.probe.observe_at(rv, now_wall.saturating_sub(ago));
+        }
+        handled
     }
 }
 

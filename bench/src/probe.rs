@@ -53,9 +53,14 @@ pub struct ProbeReport {
 impl Probe {
     /// Called by the handler after it handled an object at `rv`.
     pub fn observe(&self, rv: u64) {
+        self.observe_at(rv, now_ns());
+    }
+
+    /// Like [`Probe::observe`], for an event the handler finished at wall-clock
+    /// time `t` (nanoseconds), earlier than now.
+    pub fn observe_at(&self, rv: u64, t: u64) {
         self.total.fetch_add(1, Ordering::Relaxed);
         if rv > self.armed_rv.load(Ordering::Relaxed) {
-            let t = now_ns();
             let _ = self
                 .first_ns
                 .compare_exchange(0, t, Ordering::Relaxed, Ordering::Relaxed);

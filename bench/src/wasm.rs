@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use wasm_informer::cache_view::CacheView;
-use wasm_informer::handler::{Delivery, Handler};
+use wasm_informer::handler::{Delivery, Handled, Handler};
 use wasm_informer::notification::NotificationRef;
 use wasm_informer::runtime::{
     EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
@@ -79,6 +79,16 @@ impl WasmHandler {
     /// Hands one event to the plugin.
     pub async fn handle(&mut self, n: NotificationRef) -> Delivery {
         self.0.handle(n).await
+    }
+
+    /// The runner's batch size.
+    pub fn max_batch(&self) -> usize {
+        self.0.max_batch()
+    }
+
+    /// Hands a batch of events to the plugin, as the host's listener does.
+    pub async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
+        self.0.handle_batch(batch).await
     }
 }
 

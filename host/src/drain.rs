@@ -2,7 +2,7 @@
 //! current one finish, then report idle.
 //!
 //! Job: [`DrainGate`] wraps a [`Handler`]; [`Drain::close_and_wait`] closes the
-//! gate and waits until no event is in flight, so that shutdown and hot-reload
+//! gate and waits until no event (or batch of events) is in flight, so that shutdown and hot-reload
 //! switch-over never cut a plugin off in the middle of an event.
 //!
 //! Invariant: once `close_and_wait` has returned `true`, the wrapped handler is
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::handler::{Delivery, Handler};
+use crate::handler::{Delivery, Handled, Handler};
 use crate::notification::NotificationRef;
 
 /// The shared side of a gate: owned by whoever stops the listener.
@@ -68,19 +68,40 @@ impl<H> DrainGate<H> {
     }
 }
 
+impl Drain {
+    /// Marks the handler busy, or, if the gate is closed, never returns: the
+    /// listener is about to be removed and must not take another event.
+    async fn enter(&self) {
+        self.busy.store(true, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            self.leave();
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn leave(&self) {
+        self.busy.store(false, Ordering::SeqCst);
+        self.idle.notify_waiters();
+    }
+}
+
 impl<H: Handler> Handler for DrainGate<H> {
     async fn handle(&mut self, n: NotificationRef) -> Delivery {
-        self.drain.busy.store(true, Ordering::SeqCst);
-        if self.drain.closed.load(Ordering::SeqCst) {
-            self.drain.busy.store(false, Ordering::SeqCst);
-            self.drain.idle.notify_waiters();
-            // Closed: never take another event; the listener is about to be removed.
-            return std::future::pending().await;
-        }
+        self.drain.enter().await;
         let d = self.inner.handle(n).await;
-        self.drain.busy.store(false, Ordering::SeqCst);
-        self.drain.idle.notify_waiters();
+        self.drain.leave();
         d
+    }
+
+    fn max_batch(&self) -> usize {
+        self.inner.max_batch()
+    }
+
+    async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
+        self.drain.enter().await;
+        let h = self.inner.handle_batch(batch).await;
+        self.drain.leave();
+        h
     }
 }
 

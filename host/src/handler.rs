@@ -1,10 +1,14 @@
 //! The boundary between the informer (which knows nothing of Wasm) and whatever
 //! consumes a listener's notifications: in production, a plugin runner.
 //!
-//! Invariant: [`Handler::handle`] is only ever awaited by the listener's own task,
-//! never by the dispatcher, so a slow handler can only slow itself (I1).
+//! Invariant: [`Handler::handle`] and [`Handler::handle_batch`] are only ever
+//! awaited by the listener's own task, never by the dispatcher, so a slow
+//! handler can only slow itself (I1). A batch is handled in order and stops at
+//! the first [`Delivery::Restarted`]; the notifications after it are superseded
+//! by the replay that follows (I6).
 
 use std::future::Future;
+use std::time::Instant;
 
 use crate::notification::NotificationRef;
 
@@ -21,9 +25,53 @@ pub enum Delivery {
     Restarted,
 }
 
-/// Consumes a listener's notifications, one at a time, in order.
+/// One notification of a batch, handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handled {
+    /// How it ended.
+    pub delivery: Delivery,
+    /// When the handler finished with it (latency is measured to here, not to
+    /// the end of the batch).
+    pub at: Instant,
+}
+
+/// Consumes a listener's notifications, in order.
 pub trait Handler: Send + 'static {
     /// Handles one notification. May take as long as it likes; only this listener
     /// waits.
     fn handle(&mut self, n: NotificationRef) -> impl Future<Output = Delivery> + Send;
+
+    /// The most notifications the listener hands over in one
+    /// [`Handler::handle_batch`] call. A handler whose per-call cost is a
+    /// thread hand-off (a plugin runner) raises it so that a backlog costs one
+    /// hand-off per batch instead of one per event; a batch is only what is
+    /// already queued, so an idle listener never waits to fill one.
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    /// Handles `batch` (at most [`Handler::max_batch`] notifications) in order
+    /// and returns one [`Handled`] per notification it handled. It stops after
+    /// the first [`Delivery::Restarted`]: the rest of the batch is superseded by
+    /// the replay. The default calls [`Handler::handle`] for each.
+    fn handle_batch(
+        &mut self,
+        batch: Vec<NotificationRef>,
+    ) -> impl Future<Output = Vec<Handled>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(batch.len());
+            for n in batch {
+                let delivery = self.handle(n).await;
+                let restarted = delivery == Delivery::Restarted;
+                out.push(Handled {
+                    delivery,
+                    at: Instant::now(),
+                });
+                if restarted {
+                    break;
+                }
+            }
+            out
+        }
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::handler::{Delivery, Handler};
+use crate::handler::{Delivery, Handled, Handler};
 use crate::notification::NotificationRef;
 
 const SUB_BITS: u32 = 3;
@@ -124,6 +124,23 @@ impl<H: Handler> Handler for TimedHandler<H> {
         let d = self.inner.handle(n).await;
         self.histogram.record_us(start.elapsed().as_micros() as u64);
         d
+    }
+
+    fn max_batch(&self) -> usize {
+        self.inner.max_batch()
+    }
+
+    /// Records each event of a batch on its own: from the previous event's
+    /// completion (the batch's start for the first) to its own.
+    async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
+        let mut prev = Instant::now();
+        let handled = self.inner.handle_batch(batch).await;
+        for h in &handled {
+            let at = h.at.max(prev);
+            self.histogram.record_us((at - prev).as_micros() as u64);
+            prev = at;
+        }
+        handled
     }
 }
 

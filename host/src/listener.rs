@@ -2,7 +2,9 @@
 //! [`Handler`], with O(keys) overflow bookkeeping.
 //!
 //! Job: accept notifications from the dispatcher without ever blocking it, feed
-//! them one at a time to the handler from the listener's own task, and, when the
+//! them in order to the handler from the listener's own task (one at a time, or
+//! in batches of what is already queued when the handler takes batches; see
+//! [`Handler::max_batch`]), and, when the
 //! handler falls behind, stop storing notifications and remember only which keys
 //! changed, so that it later receives the final state of each such key.
 //!
@@ -12,8 +14,9 @@
 //! - I3: while the queue has room and no key is pending, notifications are queued
 //!   in dispatch order; per-key order always holds (a pending key is resolved only
 //!   after every notification queued before it was taken).
-//! - I4: at most `capacity` full notifications are queued; on overflow the only
-//!   growth is one `DirtyEntry` per distinct key.
+//! - I4: at most `capacity` full notifications are held, counting those queued
+//!   and the batch in the handler's hands; on overflow the only growth is one
+//!   `DirtyEntry` per distinct key.
 //! - I5: a pending key is resolved against the Indexer while the dispatcher is
 //!   excluded, to the current object (`Added` if the handler never knew the key,
 //!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
@@ -224,6 +227,9 @@ pub(crate) struct DispatchGate {
 struct State {
     replay: VecDeque<ObjectRef>,
     queue: VecDeque<(NotificationRef, Instant)>,
+    /// Notifications taken by the listener task and not yet handled; they
+    /// count against the capacity (I4).
+    in_flight: usize,
     /// When the pending replay was snapshotted.
     replay_since: Option<Instant>,
     dirty: HashMap<Arc<str>, DirtyEntry>,
@@ -364,7 +370,7 @@ impl ListenerShared {
         if st.closed {
             return;
         }
-        if st.dirty.is_empty() && st.queue.len() < self.config.capacity {
+        if st.dirty.is_empty() && st.queue.len() + st.in_flight < self.config.capacity {
             st.queue.push_back((n, Instant::now()));
             st.accepted += 1;
         } else {
@@ -463,9 +469,11 @@ impl ListenerShared {
         self.notify.notify_one();
     }
 
-    /// The next notification for the handler, waiting if there is none.
-    /// `None` once closed.
-    pub(crate) async fn next(&self) -> Option<(NotificationRef, Instant)> {
+    /// The next notifications for the handler, in order: at least one (waiting
+    /// if there is none) and at most `max`, never more than already available.
+    /// `None` once closed. They count against the capacity until
+    /// [`ListenerShared::batch_done`].
+    pub(crate) async fn next_batch(&self, max: usize) -> Option<Vec<(NotificationRef, Instant)>> {
         loop {
             let notified = self.notify.notified();
             {
@@ -473,22 +481,17 @@ impl ListenerShared {
                 if st.closed {
                     return None;
                 }
-                if let Some(obj) = st.replay.pop_front() {
-                    let since = st.replay_since.unwrap_or_else(Instant::now);
-                    let n = Arc::new(Notification {
-                        kind: EventKind::Added,
-                        resource: self.resource.clone(),
-                        key: Arc::from(obj.key()),
-                        object: obj,
-                        old: None,
-                        in_initial_list: true,
-                        final_state_unknown: false,
-                    });
-                    return Some((n, since));
+                let mut batch = Vec::new();
+                while batch.len() < max.max(1) {
+                    match self.pop_locked(&mut st) {
+                        Some(item) => batch.push(item),
+                        None => break,
+                    }
                 }
-                if let Some(item) = st.queue.pop_front() {
+                if !batch.is_empty() {
+                    st.in_flight += batch.len();
                     self.set_depth(&st);
-                    return Some(item);
+                    return Some(batch);
                 }
                 if st.dirty.is_empty() {
                     if st.sync_needs_drain {
@@ -503,6 +506,24 @@ impl ListenerShared {
             }
             notified.await;
         }
+    }
+
+    /// Takes the next replayed object (as an add) or queued notification.
+    fn pop_locked(&self, st: &mut State) -> Option<(NotificationRef, Instant)> {
+        if let Some(obj) = st.replay.pop_front() {
+            let since = st.replay_since.unwrap_or_else(Instant::now);
+            let n = Arc::new(Notification {
+                kind: EventKind::Added,
+                resource: self.resource.clone(),
+                key: Arc::from(obj.key()),
+                object: obj,
+                old: None,
+                in_initial_list: true,
+                final_state_unknown: false,
+            });
+            return Some((n, since));
+        }
+        st.queue.pop_front()
     }
 
     /// Turns pending keys into final-state notifications, at most `capacity` at a
@@ -569,8 +590,8 @@ impl ListenerShared {
         self.set_depth(&st);
     }
 
-    /// Records that the handler finished with one notification.
-    fn consumed(&self, n: &Notification, delivery: &Delivery) {
+    /// Counts one handled notification in the stats.
+    fn record(&self, n: &Notification, delivery: &Delivery) {
         match delivery {
             Delivery::Restarted => {
                 self.stats.restarts.fetch_add(1, Ordering::Relaxed);
@@ -587,8 +608,15 @@ impl ListenerShared {
         {
             self.stats.replayed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Records that the handler is done with a batch of `len` notifications
+    /// taken by [`ListenerShared::next_batch`] (handled, or superseded by a
+    /// replay).
+    fn batch_done(&self, len: usize) {
         let mut st = self.state.lock();
-        st.consumed += 1;
+        st.in_flight = st.in_flight.saturating_sub(len);
+        st.consumed += len as u64;
         self.check_synced(&st);
     }
 
@@ -625,28 +653,51 @@ fn tombstone(key: &str) -> ObjectRef {
     })
 }
 
-/// The listener's task: feeds notifications to the handler one at a time and
-/// replays the cache into it after [`Delivery::Restarted`].
+/// The listener's task: feeds notifications to the handler in order (in
+/// batches of up to [`Handler::max_batch`]) and replays the cache into it after
+/// [`Delivery::Restarted`].
 /// A handler that panics is not called again: the listener closes (its queue is
 /// freed and it stops accepting notifications) and `panics` counts it.
 pub(crate) async fn run_listener<H: Handler>(shared: Arc<ListenerShared>, mut handler: H) {
     use futures::FutureExt;
-    while let Some((n, since)) = shared.next().await {
-        let delivery = match std::panic::AssertUnwindSafe(handler.handle(n.clone()))
+    let max = handler.max_batch().max(1);
+    while let Some(batch) = shared.next_batch(max).await {
+        let notes: Vec<NotificationRef> = batch.iter().map(|(n, _)| n.clone()).collect();
+        let handled = match std::panic::AssertUnwindSafe(handler.handle_batch(notes))
             .catch_unwind()
             .await
         {
-            Ok(d) => d,
+            Ok(h) => h,
             Err(_) => {
-                tracing::error!(listener = %shared.config.name, key = %n.key, "handler panicked; listener closed");
+                tracing::error!(listener = %shared.config.name, key = %batch[0].0.key, "handler panicked; listener closed");
                 shared.stats.panics.fetch_add(1, Ordering::Relaxed);
                 shared.close();
                 return;
             }
         };
-        shared.stats.latency.record(since.elapsed());
-        shared.consumed(&n, &delivery);
-        if delivery == Delivery::Restarted {
+        for ((n, since), h) in batch.iter().zip(&handled) {
+            shared
+                .stats
+                .latency
+                .record(h.at.saturating_duration_since(*since));
+            shared.record(n, &h.delivery);
+        }
+        let restarted = handled
+            .last()
+            .is_some_and(|h| h.delivery == Delivery::Restarted);
+        let short = handled.len() < batch.len();
+        if short && !restarted {
+            // A handler that drops part of a batch without saying why is
+            // treated as restarted: the replay restores what it missed (I5).
+            tracing::warn!(
+                listener = %shared.config.name,
+                taken = batch.len(),
+                handled = handled.len(),
+                "handler returned early from a batch; replaying the cache"
+            );
+        }
+        shared.batch_done(batch.len());
+        if restarted || short {
             let _gate = shared.gate.lock.lock();
             shared.load_snapshot_locked();
         }

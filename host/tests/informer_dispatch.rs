@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, Semaphore};
 use wasm_informer::delta_fifo::DeltaFifo;
-use wasm_informer::handler::{Delivery, Handler};
+use wasm_informer::handler::{Delivery, Handled, Handler};
 use wasm_informer::indexer::Indexer;
 use wasm_informer::listener::ListenerConfig;
 use wasm_informer::notification::{EventKind, NotificationRef};
@@ -781,4 +781,237 @@ async fn panicking_handler_closes_only_its_listener() {
     wait_until("panic counted", || bad.stats().snapshot().panics == 1).await;
     assert_eq!(bad.queued(), 0, "a closed listener holds nothing");
     assert_eq!(bad.pending_keys(), 0);
+}
+
+/// Takes batches of up to `max`, waits for one permit per batch, then sends the
+/// batch on and handles all of it.
+struct BatchGated {
+    max: usize,
+    permits: Arc<Semaphore>,
+    /// Size of the batch in the handler's hands (0 when idle).
+    holding: Arc<AtomicU64>,
+    tx: mpsc::UnboundedSender<Vec<NotificationRef>>,
+}
+
+impl Handler for BatchGated {
+    async fn handle(&mut self, n: NotificationRef) -> Delivery {
+        self.handle_batch(vec![n]).await[0].delivery.clone()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.max
+    }
+
+    async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
+        self.holding.store(batch.len() as u64, Ordering::SeqCst);
+        self.permits.acquire().await.unwrap().forget();
+        self.holding.store(0, Ordering::SeqCst);
+        let out = batch
+            .iter()
+            .map(|_| Handled {
+                delivery: Delivery::Ok,
+                at: Instant::now(),
+            })
+            .collect();
+        let _ = self.tx.send(batch);
+        out
+    }
+}
+
+/// I3 + I4 with a batching handler: a batch is only what is already queued,
+/// at most `max_batch`, in dispatch order; the batch in the handler's hands
+/// counts against the capacity; after the overflow the handler still ends with
+/// the cache's final state (I5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i3_i4_batches_keep_order_and_count_against_capacity() {
+    const CAP: usize = 64;
+    const MAX: usize = 8;
+    let p = Pipeline::new();
+    p.fifo.replace(Vec::new());
+    p.drain();
+    let permits = Arc::new(Semaphore::new(0));
+    let holding = Arc::new(AtomicU64::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(
+            cfg("batched", CAP),
+            BatchGated {
+                max: MAX,
+                permits: permits.clone(),
+                holding: holding.clone(),
+                tx,
+            },
+        )
+        .unwrap();
+    let mut next_rv = 1;
+    let mut dispatched = Vec::new();
+    let mut dispatch = |name: String| {
+        let o = pod(&name, next_rv, "");
+        next_rv += 1;
+        dispatched.push(rv(&o));
+        p.fifo.update(o);
+        p.drain();
+    };
+    dispatch("p0".into());
+    wait_until("the first batch is taken", || {
+        holding.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    for i in 1..300 {
+        dispatch(format!("p{}", i % 50));
+    }
+    let held = holding.load(Ordering::SeqCst) as usize;
+    assert_eq!(
+        h.queued() + held,
+        CAP,
+        "queued ({}) plus the batch in hand ({held}) fill the capacity exactly",
+        h.queued()
+    );
+    let s = h.stats().snapshot();
+    assert!(s.overflowed > 0);
+    assert!(s.max_depth as usize <= CAP);
+
+    permits.add_permits(1 << 20);
+    let mut view = View::default();
+    let mut received = Vec::new();
+    let mut sizes = Vec::new();
+    while view.0 != cache_view(&p.indexer) || h.queued() > 0 || h.pending_keys() > 0 {
+        let batch = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .expect("batches keep coming until the view is the cache")
+            .unwrap();
+        sizes.push(batch.len());
+        for n in &batch {
+            view.apply(n);
+            received.push(rv(&n.object));
+        }
+    }
+    assert!(sizes.iter().all(|&k| (1..=MAX).contains(&k)), "{sizes:?}");
+    assert!(
+        sizes.contains(&MAX),
+        "a backlog goes over in full batches: {sizes:?}"
+    );
+    // Everything taken before the overflow arrives in dispatch order (I3).
+    let before_overflow = CAP;
+    assert_eq!(
+        &received[..before_overflow],
+        &dispatched[..before_overflow],
+        "dispatch order within and across batches"
+    );
+    assert_eq!(view.0, cache_view(&p.indexer), "final state (I5)");
+}
+
+/// I6 with batches: when a handler says Restarted in the middle of a batch
+/// (or returns early from it without saying why), the rest of the batch is
+/// not delivered; the cache is replayed, then live events continue.
+async fn mid_batch_failure(say_restarted: bool) {
+    struct FailMidBatch {
+        failed: bool,
+        say_restarted: bool,
+        tx: mpsc::UnboundedSender<NotificationRef>,
+    }
+    impl Handler for FailMidBatch {
+        async fn handle(&mut self, n: NotificationRef) -> Delivery {
+            self.handle_batch(vec![n]).await[0].delivery.clone()
+        }
+        fn max_batch(&self) -> usize {
+            8
+        }
+        async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
+            let ok = || Handled {
+                delivery: Delivery::Ok,
+                at: Instant::now(),
+            };
+            if !self.failed && batch.len() >= 3 && !batch[0].in_initial_list {
+                self.failed = true;
+                for n in &batch[..2] {
+                    let _ = self.tx.send(n.clone());
+                }
+                let mut out = vec![ok(), ok()];
+                if self.say_restarted {
+                    out.push(Handled {
+                        delivery: Delivery::Restarted,
+                        at: Instant::now(),
+                    });
+                }
+                return out;
+            }
+            for n in &batch {
+                let _ = self.tx.send(n.clone());
+            }
+            batch.iter().map(|_| ok()).collect()
+        }
+    }
+    let p = Pipeline::new();
+    p.fifo
+        .replace((0..20).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let h = p
+        .processor
+        .add_listener(
+            cfg("mid", 1024),
+            FailMidBatch {
+                failed: false,
+                say_restarted,
+                tx,
+            },
+        )
+        .unwrap();
+    let mut recv = async || {
+        tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    for _ in 0..20 {
+        assert!(recv().await.in_initial_list);
+    }
+    // Ten updates dispatched while the listener task cannot run (this runtime
+    // has one thread): it takes them as one batch of 8, then one of 2.
+    for i in 0..10 {
+        p.fifo.update(pod(&format!("p{i}"), 100 + i, "x"));
+    }
+    p.drain();
+    for i in 0..2 {
+        let n = recv().await;
+        assert!(!n.in_initial_list);
+        assert_eq!(rv(&n.object), 100 + i);
+    }
+    let mut replay = BTreeMap::new();
+    for _ in 0..20 {
+        let n = recv().await;
+        assert!(
+            n.in_initial_list && n.kind == EventKind::Added,
+            "the rest of the batch is superseded by the replay, got {} rv {}",
+            n.key,
+            rv(&n.object)
+        );
+        replay.insert(n.key.to_string(), rv(&n.object));
+    }
+    assert_eq!(
+        replay,
+        cache_view(&p.indexer),
+        "the replay is the current cache"
+    );
+    p.fifo.update(pod("p15", 500, "y"));
+    p.drain();
+    let n = recv().await;
+    assert!(!n.in_initial_list);
+    assert_eq!(rv(&n.object), 500, "live events follow the replay");
+    let s = h.stats().snapshot();
+    assert_eq!(s.restarts, u64::from(say_restarted));
+    assert_eq!(s.replayed, 40);
+    wait_until("listener synced", || h.has_synced()).await;
+}
+
+#[tokio::test]
+async fn restarted_mid_batch_supersedes_the_rest_with_a_replay() {
+    mid_batch_failure(true).await;
+}
+
+#[tokio::test]
+async fn a_batch_cut_short_is_treated_as_a_restart() {
+    mid_batch_failure(false).await;
 }

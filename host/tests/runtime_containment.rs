@@ -178,6 +178,45 @@ async fn occasional_panics_restart_without_quarantine() {
     assert_eq!(snap.delivered.added, 7);
 }
 
+/// A batch stops at the event that trapped: the events after it are not
+/// delivered to the dead instance (the listener's replay supersedes them), and
+/// the next batch goes to a fresh instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_ends_the_batch_and_the_next_batch_gets_a_fresh_instance() {
+    let engine = engine();
+    let (cache, pods) = cache_with_pods("default", 4);
+    let mut r = start(
+        &engine,
+        cache,
+        "panic-3",
+        plugin_artifacts::PANIC_EVERY_N,
+        json!({"n": 3}),
+        &[],
+        fast_limits(),
+    )
+    .await;
+    assert!(r.max_batch() > 1, "the runner takes batches");
+    let batch = |k: usize| (0..k).map(|i| added(&pods[i % pods.len()])).collect();
+    let first = r.handle_batch(batch(10)).await;
+    let got: Vec<Delivery> = first.iter().map(|h| h.delivery.clone()).collect();
+    assert_eq!(
+        got,
+        vec![Delivery::Ok, Delivery::Ok, Delivery::Restarted],
+        "the batch ends at the trap"
+    );
+    assert!(first.windows(2).all(|w| w[0].at <= w[1].at));
+    assert_eq!(r.status().state(), PluginState::BackingOff);
+    let second = r.handle_batch(batch(2)).await;
+    assert!(
+        second.iter().all(|h| h.delivery == Delivery::Ok),
+        "a fresh instance handles the next batch"
+    );
+    let snap = r.status().snapshot();
+    assert_eq!(snap.delivered.added, 4);
+    assert_eq!(snap.traps_by_kind["panic"], 1);
+    assert_eq!(snap.restarts, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quarantine_ends_with_a_retry_that_uses_no_cpu_meanwhile() {
     let engine = engine();
