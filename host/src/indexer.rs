@@ -121,8 +121,20 @@ impl FieldPath {
     fn values(&self, obj: &crate::object::Object) -> Vec<String> {
         match self {
             Self::Namespace => obj.meta.namespace.iter().cloned().collect(),
-            Self::Label(k) => obj.meta.labels.get(k).cloned().into_iter().collect(),
-            Self::Annotation(k) => obj.meta.annotations.get(k).cloned().into_iter().collect(),
+            Self::Label(k) => obj
+                .meta
+                .labels
+                .get(k)
+                .map(str::to_string)
+                .into_iter()
+                .collect(),
+            Self::Annotation(k) => obj
+                .meta
+                .annotations
+                .get(k)
+                .map(str::to_string)
+                .into_iter()
+                .collect(),
             Self::OwnerUid => obj
                 .meta
                 .owner_uids

@@ -7,6 +7,7 @@
 
 // What flows through the pipeline.
 pub mod resource;
+pub mod str_map;
 pub mod object;
 pub mod notification;
 

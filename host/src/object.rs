@@ -5,11 +5,13 @@
 //! tree is kept per object; the JSON body is stored as compact text (after the
 //! transform) and parsed metadata sits beside it.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use crate::str_map::{JsonStr, StrMap};
 
 /// A shared, immutable cached object.
 pub type ObjectRef = Arc<Object>;
@@ -38,8 +40,8 @@ pub struct ObjectMeta {
     pub uid: String,
     pub resource_version: String,
     pub generation: Option<i64>,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
+    pub labels: StrMap,
+    pub annotations: StrMap,
     pub creation_timestamp: Option<String>,
     pub deletion_timestamp: Option<String>,
     pub owner_uids: Vec<String>,
@@ -82,9 +84,9 @@ struct MetaIn {
     #[serde(default)]
     generation: Option<i64>,
     #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<StrMap>,
     #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+    annotations: Option<StrMap>,
     #[serde(default)]
     creation_timestamp: Option<String>,
     #[serde(default)]
@@ -105,11 +107,8 @@ impl Object {
     /// ```
     pub fn from_json(raw: &[u8], transform: &Transform) -> Result<Object, ObjectError> {
         // Top level and metadata as maps of raw values: nothing below them is parsed.
-        let fields: Vec<(String, Box<RawValue>)> = {
-            let m: BTreeMapRaw = serde_json::from_slice(raw)?;
-            m.0
-        };
-        let mut meta_raw: Option<Box<RawValue>> = None;
+        let fields = serde_json::from_slice::<RawFields>(raw)?.0;
+        let mut meta_raw: Option<&RawValue> = None;
         let mut out = String::with_capacity(raw.len());
         out.push('{');
         let mut first = true;
@@ -122,7 +121,7 @@ impl Object {
         }
         let meta_in: MetaIn;
         if let Some(meta_raw) = meta_raw {
-            let meta_fields: BTreeMapRaw = serde_json::from_str(meta_raw.get())?;
+            let meta_fields: RawFields = serde_json::from_str(meta_raw.get())?;
             let mut meta_out = String::with_capacity(meta_raw.get().len());
             meta_out.push('{');
             let mut mfirst = true;
@@ -176,14 +175,15 @@ pub fn object_key(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
-/// A JSON object read as an ordered list of raw fields.
-struct BTreeMapRaw(Vec<(String, Box<RawValue>)>);
+/// A JSON object read as an ordered list of raw fields, borrowed from the
+/// input: nothing is copied until the object's own text is written.
+struct RawFields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-impl<'de> Deserialize<'de> for BTreeMapRaw {
+impl<'de: 'a, 'a> Deserialize<'de> for RawFields<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = BTreeMapRaw;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = RawFields<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
@@ -191,14 +191,14 @@ impl<'de> Deserialize<'de> for BTreeMapRaw {
                 self,
                 mut a: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut v = Vec::new();
-                while let Some((k, val)) = a.next_entry::<String, Box<RawValue>>()? {
-                    v.push((k, val));
+                let mut v = Vec::with_capacity(a.size_hint().unwrap_or(8));
+                while let Some((k, val)) = a.next_entry::<JsonStr<'a>, &'a RawValue>()? {
+                    v.push((k.0, val));
                 }
-                Ok(BTreeMapRaw(v))
+                Ok(RawFields(v))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
@@ -207,8 +207,17 @@ fn push_field(out: &mut String, first: &mut bool, key: &str, raw: &str) {
         out.push(',');
     }
     *first = false;
-    // Keys come from a JSON object, so re-encoding them cannot fail.
-    out.push_str(&serde_json::to_string(key).unwrap_or_default());
+    if key
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push('"');
+        out.push_str(key);
+        out.push('"');
+    } else {
+        // Keys come from a JSON object, so re-encoding them cannot fail.
+        out.push_str(&serde_json::to_string(key).unwrap_or_default());
+    }
     out.push(':');
     out.push_str(raw);
 }
@@ -225,7 +234,7 @@ mod tests {
         assert_eq!(o.meta.uid, "u1");
         assert_eq!(o.meta.resource_version, "7");
         assert_eq!(o.meta.generation, Some(2));
-        assert_eq!(o.meta.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(o.meta.labels.get("app"), Some("web"));
         assert_eq!(o.meta.owner_uids, vec!["o1".to_string()]);
         assert!(!o.json.contains("managedFields"));
         let v: serde_json::Value = serde_json::from_str(&o.json).unwrap();

@@ -75,9 +75,7 @@ async fn prewarm_indexers_and_transform_from_host_toml() {
         assert_eq!(got, want, "by-index node={node}");
     }
     let web = cache.by_index("v1/pods", "app", "web").unwrap();
-    assert!(web
-        .iter()
-        .all(|o| o.meta.labels.get("app").map(String::as_str) == Some("web")));
+    assert!(web.iter().all(|o| o.meta.labels.get("app") == Some("web")));
     assert_eq!(
         cache.list("v1/pods", None, Some("app=web")).unwrap().len(),
         web.len(),

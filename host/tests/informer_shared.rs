@@ -85,9 +85,7 @@ async fn registry_shares_one_informer_and_stops_it_after_the_last_listener() {
         ns1.len()
     );
     let web = reg.list("v1/pods", None, Some("app=web")).unwrap();
-    assert!(web
-        .iter()
-        .all(|o| o.meta.labels.get("app").map(String::as_str) == Some("web")));
+    assert!(web.iter().all(|o| o.meta.labels.get("app") == Some("web")));
     let not_web = reg.list("v1/pods", None, Some("app!=web")).unwrap();
     assert_eq!(web.len() + not_web.len(), server.len());
     assert_eq!(

@@ -66,15 +66,26 @@ pub struct Requirement {
     pub values: Vec<String>,
 }
 
+/// A set of labels a selector can be matched against.
+pub trait Labels {
+    /// The value of label `key`, if present.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 impl Requirement {
     /// Whether a label set satisfies this requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
+        let value = labels.label(&self.key);
+        let listed = |v: &str| self.values.iter().any(|x| x == v);
         match self.operator {
-            Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotEquals | Operator::NotIn => {
-                !value.is_some_and(|v| self.values.contains(v))
-            }
+            Operator::Equals | Operator::In => value.is_some_and(listed),
+            Operator::NotEquals | Operator::NotIn => !value.is_some_and(listed),
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
             Operator::GreaterThan | Operator::LessThan => {
@@ -118,7 +129,7 @@ impl LabelSelector {
     }
 
     /// Whether a label set satisfies every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 

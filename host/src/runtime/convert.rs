@@ -7,12 +7,13 @@
 use super::bindings::wit;
 use crate::notification::{EventKind, Notification};
 use crate::object::Object;
+use crate::str_map::StrMap;
 
-fn kv(map: &std::collections::BTreeMap<String, String>) -> Vec<wit::KeyValue> {
+fn kv(map: &StrMap) -> Vec<wit::KeyValue> {
     map.iter()
         .map(|(k, v)| wit::KeyValue {
-            key: k.clone(),
-            value: v.clone(),
+            key: k.to_string(),
+            value: v.to_string(),
         })
         .collect()
 }
@@ -165,7 +166,7 @@ pub mod borrowed {
         final_state_unknown: bool,
     }
 
-    fn kv(map: &std::collections::BTreeMap<String, String>) -> Vec<KeyValue<'_>> {
+    fn kv(map: &crate::str_map::StrMap) -> Vec<KeyValue<'_>> {
         map.iter()
             .map(|(k, v)| KeyValue { key: k, value: v })
             .collect()

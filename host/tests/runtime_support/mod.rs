@@ -42,7 +42,7 @@ fn matches(o: &Object, selector: &str) -> Result<bool, CacheError> {
         let (k, v) = term.split_once('=').ok_or_else(|| {
             CacheError::InvalidSelector(format!("fake cache supports k=v only: {term}"))
         })?;
-        if o.meta.labels.get(k.trim()).map(String::as_str) != Some(v.trim()) {
+        if o.meta.labels.get(k.trim()) != Some(v.trim()) {
             return Ok(false);
         }
     }
