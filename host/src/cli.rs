@@ -101,7 +101,9 @@ pub struct SimArgs {
 pub struct CheckArgs {
     /// The component (.wasm) or manifest (.toml).
     pub file: PathBuf,
-    /// Compilation cache directory (speeds up checking large components).
+    /// Compilation cache directory: checking compiles the component into it,
+    /// so a host using the same cache loads it without compiling. Default: for
+    /// a manifest in a config directory, that directory's `cache_dir`.
     #[arg(long, env = "WASM_INFORMER_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }

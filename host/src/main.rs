@@ -265,20 +265,36 @@ async fn sim(args: SimArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The component a manifest names, after validating the whole manifest.
-fn wasm_of_manifest(manifest: &Path) -> Result<PathBuf, Failure> {
+/// The component a manifest names, after validating the whole manifest, and
+/// the compilation cache of the config directory it lives in
+/// (`DIR/plugins/NAME.toml` → `DIR/host.toml`'s `cache_dir`), if any.
+fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failure> {
     let m = PluginManifest::load(manifest, &Default::default()).map_err(Failure::config)?;
-    Ok(m.wasm)
+    let host_toml = manifest
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "plugins"))
+        .and_then(Path::parent)
+        .map(|dir| dir.join("host.toml"))
+        .filter(|f| f.is_file());
+    let cache_dir = match host_toml {
+        Some(f) => HostSettings::load(&f).map_err(Failure::config)?.cache_dir,
+        None => None,
+    };
+    Ok((m.wasm, cache_dir))
 }
 
+/// Validates a component and compiles it. The compiled code goes into the
+/// cache given with `--cache-dir`, else, for a manifest inside a config
+/// directory, into that directory's `cache_dir`: checking a new version before
+/// dropping it in makes the host's reload a cache hit instead of a compile.
 fn check(args: CheckArgs) -> Result<String, Failure> {
-    let wasm = if args.file.extension().is_some_and(|e| e == "toml") {
+    let (wasm, config_cache) = if args.file.extension().is_some_and(|e| e == "toml") {
         wasm_of_manifest(&args.file)?
     } else {
-        args.file.clone()
+        (args.file.clone(), None)
     };
     let engine = PluginEngine::new(EngineConfig {
-        cache_dir: args.cache_dir,
+        cache_dir: args.cache_dir.or(config_cache),
         ..EngineConfig::default()
     })
     .map_err(Failure::runtime)?;

@@ -186,34 +186,82 @@ fn the_compilation_cache_lives_in_the_configured_directory() {
     .unwrap();
     let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
     engine.compile(&noop).unwrap();
-    // wasmtime's cache worker also writes usage statistics (`*.stats`, `*.wip-*`) in
-    // the background; only the compiled entries count here.
-    let entries = || {
-        let mut e: Vec<PathBuf> = walk(&cache_dir)
-            .into_iter()
-            .filter(|p| {
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                !name.ends_with(".stats") && !name.contains(".wip-")
-            })
-            .collect();
-        e.sort();
-        e
-    };
+    let entries = || compiled_entries(&cache_dir);
+    let files = wait_for_entries(&cache_dir);
+    // A second compile is served from the cache: no new entry is written.
+    engine.compile(&noop).unwrap();
+    assert_eq!(entries(), files);
+}
+
+/// The compiled entries of a cache directory, sorted. wasmtime's cache worker
+/// also writes usage statistics (`*.stats`, `*.wip-*`) in the background; only
+/// the compiled entries count.
+fn compiled_entries(cache_dir: &Path) -> Vec<PathBuf> {
+    let mut e: Vec<PathBuf> = walk(cache_dir)
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.ends_with(".stats") && !name.contains(".wip-")
+        })
+        .collect();
+    e.sort();
+    e
+}
+
+/// Waits (at most 30 s) for the first compiled entry, and returns them all.
+fn wait_for_entries(cache_dir: &Path) -> Vec<PathBuf> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut files = entries();
+    let mut files = compiled_entries(cache_dir);
     while files.is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        files = entries();
+        files = compiled_entries(cache_dir);
     }
     assert!(
         !files.is_empty(),
         "no cache entry under {}: {:?}",
         cache_dir.display(),
-        walk(&cache_dir)
+        walk(cache_dir)
     );
-    // A second compile is served from the cache: no new entry is written.
-    engine.compile(&noop).unwrap();
-    assert_eq!(entries(), files);
+    files
+}
+
+/// `check DIR/plugins/NAME.toml` compiles into DIR's `cache_dir`, so the host
+/// (an engine with that cache) then loads the component without compiling.
+#[test]
+fn checking_a_manifest_precompiles_into_its_config_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(dir.path().join("host.toml"), "cache_dir = \"compiled\"\n").unwrap();
+    std::fs::copy(plugin_artifacts::NOOP, plugins.join("noop.wasm")).unwrap();
+    let manifest = plugins.join("noop.toml");
+    std::fs::write(
+        &manifest,
+        "name = \"noop\"\nwasm = \"noop.wasm\"\nresources = [\"v1/pods\"]\n",
+    )
+    .unwrap();
+    let cache_dir = dir.path().join("compiled");
+    assert!(compiled_entries(&cache_dir).is_empty());
+    let out = cli(&manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = wait_for_entries(&cache_dir);
+    let engine = wasm_informer::runtime::PluginEngine::new(wasm_informer::runtime::EngineConfig {
+        cache_dir: Some(cache_dir.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    engine
+        .compile(&std::fs::read(plugins.join("noop.wasm")).unwrap())
+        .unwrap();
+    assert_eq!(
+        compiled_entries(&cache_dir),
+        files,
+        "the host's engine found the checked component in the cache"
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
