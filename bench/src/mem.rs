@@ -31,14 +31,19 @@ fn page_size() -> u64 {
         .unwrap_or(4096)
 }
 
-/// Returns freed heap pages to the kernel, so that an RSS reading after a
-/// teardown reflects live memory (glibc keeps freed memory otherwise).
+/// Returns freed heap pages to the kernel, so that an RSS reading reflects
+/// live memory: the global allocator (mimalloc) purges what it holds, and
+/// glibc (which C dependencies still use) trims its arenas.
 pub fn trim() {
     unsafe extern "C" {
         fn malloc_trim(pad: usize) -> i32;
+        // Linked in by the `mimalloc` crate.
+        fn mi_collect(force: bool);
     }
-    // SAFETY: malloc_trim only walks glibc's own arenas.
+    // SAFETY: mi_collect only walks mimalloc's own heaps; malloc_trim only
+    // glibc's arenas.
     unsafe {
+        mi_collect(true);
         malloc_trim(0);
     }
 }

@@ -30,6 +30,12 @@ fn init_tracing() {
         .init();
 }
 
+/// mimalloc rather than glibc's malloc: a cache whose objects are replaced at
+/// random keeps a flat RSS with it, where glibc's arenas fragment (see
+/// docs/BENCHMARKS.md, B8).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A failure with its exit code.
 struct Failure {
     code: u8,
