@@ -2,9 +2,12 @@
 //! the first event the new version handled, with the cache (5k objects)
 //! replayed into it; for the Rust no-op plugin and a JavaScript no-op plugin.
 //!
-//! Two kinds of change are measured: a manifest change that keeps the
-//! component (new `[config]`, compiled code comes from the compilation cache),
-//! and a new component (new bytes: a full compile).
+//! Three kinds of change are measured: a manifest change that keeps the
+//! component (new `[config]`, compiled code comes from the compilation cache);
+//! a new component (new bytes: a full compile while the old version keeps
+//! running); and a new component that was checked first with the host's cache
+//! (`wasm-informer check`, as a deployment step before the file is dropped in),
+//! so that the reload finds it compiled.
 //!
 //! Invariant: the reload goes through the same runtime and listener API the
 //! host uses (load, start an instance, subscribe with replay, drop the old
@@ -81,8 +84,27 @@ struct Lang {
     new_bytes: bool,
 }
 
-fn measure(ctx: &Ctx, fx: &Fixture, lang: &Lang) -> Result<(Vec<ReloadTiming>, Vec<ReloadTiming>)> {
-    let (mut same, mut fresh) = (Vec::new(), Vec::new());
+/// The timings of each kind of change, over the rounds.
+#[derive(Default)]
+struct Measured {
+    same: Vec<ReloadTiming>,
+    fresh: Vec<ReloadTiming>,
+    checked: Vec<ReloadTiming>,
+    /// How long each `check` (the compile moved ahead of the reload) took, ms.
+    check_ms: Vec<f64>,
+}
+
+fn measure(ctx: &Ctx, fx: &Fixture, lang: &Lang) -> Result<Measured> {
+    let mut out = Measured::default();
+    let reload =
+        |child: &mut crate::driver::ChildProc, path: &Path, config: &str| -> Result<ReloadTiming> {
+            let r = child.cmd(&Command::Reload {
+                path: path.display().to_string(),
+                config: config.into(),
+                timeout_ms: 1000,
+            });
+            r?.reload.context("no reload timing")
+        };
     for round in 0..ctx.plan.rounds {
         let kind = HandlerKind::Wasm {
             path: lang.path.clone(),
@@ -90,28 +112,30 @@ fn measure(ctx: &Ctx, fx: &Fixture, lang: &Lang) -> Result<(Vec<ReloadTiming>, V
             timeout_ms: 1000,
         };
         let (mut child, _) = spawn(&side(Side::Ours, fx, handlers("plugin", 1, &kind)))?;
-        let r = child.cmd(&Command::Reload {
-            path: lang.path.clone(),
-            config: format!(r#"{{"version":{}}}"#, round + 2),
-            timeout_ms: 1000,
-        })?;
-        same.push(r.reload.context("no reload timing")?);
+        let config = format!(r#"{{"version":{}}}"#, round + 2);
+        out.same
+            .push(reload(&mut child, Path::new(&lang.path), &config)?);
         if lang.new_bytes {
-            let p = new_version(
-                &lang.path,
-                &format!("{}-{round}-{}", lang.name, crate::probe::now_ns()),
-            )?;
-            let r = child.cmd(&Command::Reload {
-                path: p.display().to_string(),
-                config: "{}".into(),
-                timeout_ms: 1000,
-            });
+            let tag = |k: &str| format!("{}-{k}-{round}-{}", lang.name, crate::probe::now_ns());
+            let p = new_version(&lang.path, &tag("fresh"))?;
+            let r = reload(&mut child, &p, "{}");
             let _ = std::fs::remove_file(&p);
-            fresh.push(r?.reload.context("no reload timing")?);
+            out.fresh.push(r?);
+            // The same check `wasm-informer check` runs, with the engine
+            // configuration and compilation cache the host side uses.
+            let p = new_version(&lang.path, &tag("checked"))?;
+            let t = std::time::Instant::now();
+            let checked = wasm::engine().and_then(|e| {
+                wasm_informer::runtime::check_file(&e, &p).map_err(|e| anyhow::anyhow!("{e}"))
+            });
+            out.check_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            let r = checked.and_then(|_| reload(&mut child, &p, "{}"));
+            let _ = std::fs::remove_file(&p);
+            out.checked.push(r?);
         }
         child.exit();
     }
-    Ok((same, fresh))
+    Ok(out)
 }
 
 fn row(lang: &Lang, change: &str, t: &[ReloadTiming]) -> Row {
@@ -161,10 +185,24 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     }
     let mut rows = Vec::new();
     for lang in &langs {
-        let (same, fresh) = measure(ctx, &fx, lang)?;
-        rows.push(row(lang, "manifest change, same component", &same));
-        if !fresh.is_empty() {
-            rows.push(row(lang, "new component (full compile)", &fresh));
+        let m = measure(ctx, &fx, lang)?;
+        rows.push(row(lang, "manifest change, same component", &m.same));
+        if !m.fresh.is_empty() {
+            rows.push(row(lang, "new component (full compile)", &m.fresh));
+        }
+        if !m.checked.is_empty() {
+            let mut r = row(
+                lang,
+                "new component, checked first (`wasm-informer check` with the host's cache)",
+                &m.checked,
+            );
+            r.note = format!(
+                "{} The check itself (the compile, done before the file is dropped in, while the old version serves) took {:.0} ms (median of {:?}).",
+                r.note,
+                median(&m.check_ms).unwrap_or(f64::NAN),
+                m.check_ms.iter().map(|x| x.round()).collect::<Vec<_>>()
+            );
+            rows.push(r);
         }
     }
     if p.mode == Mode::Quick {

@@ -72,10 +72,12 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             p.b8_pods, p.b8_plugins, rate, p.b8_secs
         ),
         ours: format!(
-            "sync {:.1} s, RSS {} (after sync {}), overflows during churn {} (during sync {})",
+            "sync {:.1} s, RSS {} (after sync {}), heap {} (after sync {}), overflows during churn {} (during sync {})",
             r0.sync_ms / 1000.0,
             bytes(r.rss_bytes as f64),
             bytes(r0.rss_bytes as f64),
+            bytes(r.heap_bytes as f64),
+            bytes(r0.heap_bytes as f64),
             overflowed,
             sync_overflowed
         ),
