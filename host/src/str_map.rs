@@ -43,7 +43,13 @@ impl StrMap {
 
     fn part(&self, i: usize) -> &str {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.text[start..self.ends[i] as usize]
+        let end = self.ends[i] as usize;
+        assert!(start <= end && end <= self.text.len());
+        // SAFETY: every offset in `ends` was taken right after pushing a whole
+        // `&str` onto `text` (see `from_sorted`), so it is a char boundary,
+        // and the range is in bounds (checked above). This is the per-string
+        // step of every event lowered into a plugin, hence no second check.
+        unsafe { self.text.get_unchecked(start..end) }
     }
 
     /// The value of `key`, if present.
