@@ -55,6 +55,13 @@ impl Handler for Probed {
         }
     }
 
+    fn own_thread(&self) -> Option<String> {
+        match &self.inner {
+            Inner::Wasm(w) => w.own_thread(),
+            _ => None,
+        }
+    }
+
     /// A WebAssembly handler takes the batch as the host does; each event is
     /// stamped with the time the guest returned from it.
     async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {

@@ -86,6 +86,11 @@ impl WasmHandler {
         self.0.max_batch()
     }
 
+    /// The runner's listener thread.
+    pub fn own_thread(&self) -> Option<String> {
+        self.0.own_thread()
+    }
+
     /// Hands a batch of events to the plugin, as the host's listener does.
     pub async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
         self.0.handle_batch(batch).await

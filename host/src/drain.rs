@@ -97,6 +97,10 @@ impl<H: Handler> Handler for DrainGate<H> {
         self.inner.max_batch()
     }
 
+    fn own_thread(&self) -> Option<String> {
+        self.inner.own_thread()
+    }
+
     async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
         self.drain.enter().await;
         let h = self.inner.handle_batch(batch).await;

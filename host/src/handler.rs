@@ -50,6 +50,17 @@ pub trait Handler: Send + 'static {
         1
     }
 
+    /// The name of a dedicated thread for this handler's listener loop, or
+    /// `None` (the default) for a task on the async runtime. A handler whose
+    /// calls block (a plugin runner, which runs Wasm synchronously) asks for
+    /// one: the listener's wake-up then goes straight to the thread that runs
+    /// the handler, and a guest that spins or sleeps holds only that thread.
+    /// On that thread there is no tokio runtime context; a handler that needs
+    /// timers keeps a runtime handle of its own.
+    fn own_thread(&self) -> Option<String> {
+        None
+    }
+
     /// Handles `batch` (at most [`Handler::max_batch`] notifications) in order
     /// and returns one [`Handled`] per notification it handled. It stops after
     /// the first [`Delivery::Restarted`]: the rest of the batch is superseded by

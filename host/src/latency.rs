@@ -130,6 +130,10 @@ impl<H: Handler> Handler for TimedHandler<H> {
         self.inner.max_batch()
     }
 
+    fn own_thread(&self) -> Option<String> {
+        self.inner.own_thread()
+    }
+
     /// Records each event of a batch on its own: from the previous event's
     /// completion (the batch's start for the first) to its own.
     async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {

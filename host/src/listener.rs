@@ -108,7 +108,8 @@ pub struct ListenerStats {
     pub overflowed: AtomicU64,
     /// Overflowed notifications merged into a key already pending.
     pub coalesced: AtomicU64,
-    /// Current queue depth (full notifications held).
+    /// Current queue depth: full notifications held, queued or in the
+    /// handler's hands (at most the capacity, I4).
     pub queue_depth: AtomicU64,
     /// Largest queue depth seen.
     pub max_depth: AtomicU64,
@@ -227,8 +228,9 @@ pub(crate) struct DispatchGate {
 struct State {
     replay: VecDeque<ObjectRef>,
     queue: VecDeque<(NotificationRef, Instant)>,
-    /// Notifications taken by the listener task and not yet handled; they
-    /// count against the capacity (I4).
+    /// Queued notifications in the batch the handler holds (there is one
+    /// batch at a time); they count against the capacity (I4). Replayed ones
+    /// do not: they are built from the snapshot a batch at a time.
     in_flight: usize,
     /// When the pending replay was snapshotted.
     replay_since: Option<Instant>,
@@ -351,7 +353,8 @@ impl ListenerShared {
     }
 
     fn set_depth(&self, st: &State) {
-        let d = st.queue.len() as u64;
+        // Every queued notification held: waiting, and in the handler's hands.
+        let d = (st.queue.len() + st.in_flight) as u64;
         self.stats.queue_depth.store(d, Ordering::Relaxed);
         self.stats.max_depth.fetch_max(d, Ordering::Relaxed);
         let p = st.dirty.len() as u64;
@@ -482,14 +485,18 @@ impl ListenerShared {
                     return None;
                 }
                 let mut batch = Vec::new();
+                let mut from_queue = 0;
                 while batch.len() < max.max(1) {
                     match self.pop_locked(&mut st) {
-                        Some(item) => batch.push(item),
+                        Some((item, queued)) => {
+                            batch.push(item);
+                            from_queue += usize::from(queued);
+                        }
                         None => break,
                     }
                 }
                 if !batch.is_empty() {
-                    st.in_flight += batch.len();
+                    st.in_flight = from_queue;
                     self.set_depth(&st);
                     return Some(batch);
                 }
@@ -508,8 +515,9 @@ impl ListenerShared {
         }
     }
 
-    /// Takes the next replayed object (as an add) or queued notification.
-    fn pop_locked(&self, st: &mut State) -> Option<(NotificationRef, Instant)> {
+    /// Takes the next replayed object (as an add) or queued notification, and
+    /// says whether it was queued.
+    fn pop_locked(&self, st: &mut State) -> Option<((NotificationRef, Instant), bool)> {
         if let Some(obj) = st.replay.pop_front() {
             let since = st.replay_since.unwrap_or_else(Instant::now);
             let n = Arc::new(Notification {
@@ -521,9 +529,9 @@ impl ListenerShared {
                 in_initial_list: true,
                 final_state_unknown: false,
             });
-            return Some((n, since));
+            return Some(((n, since), false));
         }
-        st.queue.pop_front()
+        st.queue.pop_front().map(|item| (item, true))
     }
 
     /// Turns pending keys into final-state notifications, at most `capacity` at a
@@ -615,8 +623,9 @@ impl ListenerShared {
     /// replay).
     fn batch_done(&self, len: usize) {
         let mut st = self.state.lock();
-        st.in_flight = st.in_flight.saturating_sub(len);
+        st.in_flight = 0;
         st.consumed += len as u64;
+        self.set_depth(&st);
         self.check_synced(&st);
     }
 

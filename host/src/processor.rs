@@ -159,9 +159,11 @@ impl Processor {
         self.gate.synced.load(Ordering::Acquire)
     }
 
-    /// Adds a listener whose notifications go to `handler`, on a task of its own.
-    /// It first receives the current cache as `Added` with `in_initial_list`,
-    /// then live events, with no gap and no duplicate (I6).
+    /// Adds a listener whose notifications go to `handler`, on a task of its own
+    /// (or on the dedicated thread the handler asks for, see
+    /// [`Handler::own_thread`]). It first receives the current cache as `Added`
+    /// with `in_initial_list`, then live events, with no gap and no duplicate
+    /// (I6).
     pub fn add_listener<H: Handler>(
         self: &Arc<Self>,
         config: ListenerConfig,
@@ -182,7 +184,7 @@ impl Processor {
             shared.load_snapshot_locked();
             self.listeners.write().push(shared.clone());
         }
-        let task = tokio::spawn(run_listener(shared.clone(), handler));
+        let task = spawn_listener(shared.clone(), handler);
         Ok(ListenerHandle {
             shared,
             processor: Arc::downgrade(self),
@@ -243,12 +245,58 @@ impl Processor {
     }
 }
 
+/// A running listener loop: a task on the async runtime, or a dedicated thread
+/// driving it.
+enum ListenerTask {
+    Task(JoinHandle<()>),
+    Thread(futures::future::AbortHandle),
+}
+
+impl ListenerTask {
+    /// Stops the loop; a handler call in progress finishes first.
+    fn abort(self) {
+        match self {
+            ListenerTask::Task(t) => t.abort(),
+            ListenerTask::Thread(a) => a.abort(),
+        }
+    }
+}
+
+/// Starts the listener loop where the handler wants it.
+fn spawn_listener<H: Handler>(shared: Arc<ListenerShared>, handler: H) -> ListenerTask {
+    let Some(name) = handler.own_thread() else {
+        return ListenerTask::Task(tokio::spawn(run_listener(shared, handler)));
+    };
+    let (abort, registration) = futures::future::AbortHandle::new_pair();
+    // The handler moves to the thread through this slot, so that it is still
+    // here to fall back on if the thread cannot be started.
+    let slot = Arc::new(Mutex::new(Some((shared.clone(), handler))));
+    let theirs = slot.clone();
+    let started = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let Some((shared, handler)) = theirs.lock().take() else {
+                return;
+            };
+            let run = futures::future::Abortable::new(run_listener(shared, handler), registration);
+            let _ = futures::executor::block_on(run);
+        });
+    match started {
+        Ok(_) => ListenerTask::Thread(abort),
+        Err(e) => {
+            tracing::warn!(listener = %name, error = %e, "cannot start the listener's thread; running it as a task");
+            let (shared, handler) = slot.lock().take().expect("the thread never started");
+            ListenerTask::Task(tokio::spawn(run_listener(shared, handler)))
+        }
+    }
+}
+
 /// Owner of one listener: dropping it (or calling [`ListenerHandle::remove`])
 /// unsubscribes the listener and stops its task.
 pub struct ListenerHandle {
     shared: Arc<ListenerShared>,
     processor: std::sync::Weak<Processor>,
-    task: Option<JoinHandle<()>>,
+    task: Option<ListenerTask>,
     on_remove: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 

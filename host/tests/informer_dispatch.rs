@@ -1015,3 +1015,70 @@ async fn restarted_mid_batch_supersedes_the_rest_with_a_replay() {
 async fn a_batch_cut_short_is_treated_as_a_restart() {
     mid_batch_failure(false).await;
 }
+
+/// A handler that asks for its own thread (as a plugin runner does) gets its
+/// listener loop there, outside any async runtime, with the same replay and
+/// live delivery; removing the listener stops the loop and drops the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_can_run_its_listener_on_its_own_thread() {
+    struct OnThread {
+        tx: mpsc::UnboundedSender<(NotificationRef, Option<String>, bool)>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+    }
+    impl Handler for OnThread {
+        async fn handle(&mut self, n: NotificationRef) -> Delivery {
+            let thread = std::thread::current().name().map(str::to_string);
+            let in_runtime = tokio::runtime::Handle::try_current().is_ok();
+            let _ = self.tx.send((n, thread, in_runtime));
+            Delivery::Ok
+        }
+        fn own_thread(&self) -> Option<String> {
+            Some("listener-own".into())
+        }
+    }
+    impl Drop for OnThread {
+        fn drop(&mut self) {
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+    let p = Pipeline::new();
+    p.fifo
+        .replace((0..3).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
+    p.drain();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let h = p
+        .processor
+        .add_listener(
+            cfg("own", 16),
+            OnThread {
+                tx,
+                dropped: dropped.clone(),
+            },
+        )
+        .unwrap();
+    let mut recv = async || {
+        tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    for _ in 0..3 {
+        let (n, thread, in_runtime) = recv().await;
+        assert!(n.in_initial_list);
+        assert_eq!(thread.as_deref(), Some("listener-own"));
+        assert!(!in_runtime, "no tokio context on the handler's own thread");
+    }
+    p.fifo.update(pod("p1", 10, "x"));
+    p.drain();
+    let (n, thread, _) = recv().await;
+    assert_eq!(rv(&n.object), 10);
+    assert_eq!(thread.as_deref(), Some("listener-own"));
+    wait_until("listener synced", || h.has_synced()).await;
+    assert!(!dropped.load(Ordering::SeqCst));
+    h.remove();
+    wait_until("the handler is dropped with its listener", || {
+        dropped.load(Ordering::SeqCst)
+    })
+    .await;
+}

@@ -1,40 +1,39 @@
-//! Runs one plugin: owns its instance on a dedicated OS thread, implements
-//! [`Handler`] for the plugin's listener, and applies the restart policy
-//! (backoff after a failure, quarantine after `max_failures` consecutive ones).
+//! Runs one plugin: owns its instance, implements [`Handler`] for the plugin's
+//! listener, and applies the restart policy (backoff after a failure,
+//! quarantine after `max_failures` consecutive ones).
 //!
-//! Why a dedicated thread: Wasm runs synchronously there, so a plugin that
-//! spins until its deadline or sleeps through the WASI clocks occupies only its
-//! own thread, never a tokio worker used by the dispatcher or the reflectors;
-//! and the synchronous call path is the fastest wasmtime offers (no fiber
-//! switch per call). Waiting (backoff, quarantine) happens in
-//! [`PluginRunner::handle`] as a tokio timer, so it costs no CPU and no thread.
-//! The price is one channel send and one oneshot wake-up per call, about 8 us
-//! of scheduling on the shared 2-core test machine, so the runner takes
-//! notifications in batches ([`MAX_BATCH`]): whatever the listener already
-//! has queued goes over in one hand-off and comes back as one reply with a
-//! completion time per event. An idle plugin still gets each event at once
-//! (a batch of one); a busy one pays the hand-off once per batch. The
-//! alternative, wasmtime's
-//! async API with epoch yielding on the tokio workers, would still run guest
-//! code on the workers between yields (a busy plugin would share the threads
-//! the reflectors use) and costs a fiber switch per call (1.2 us against
-//! 0.7 us per call in the toolchain measurements). Its one advantage, which
-//! this design gives up: a guest blocked in a WASI sleep past its deadline is
-//! stopped only when the sleep returns (the call then counts as a deadline
-//! trap), not at the deadline itself.
+//! Where the Wasm runs: the runner asks for a dedicated thread for its
+//! listener's loop ([`Handler::own_thread`]), and calls into the guest
+//! synchronously on that thread. So a plugin that spins until its deadline or
+//! sleeps through the WASI clocks occupies only its own thread, never a tokio
+//! worker used by the dispatcher or the reflectors; the synchronous call path
+//! is the fastest wasmtime offers (no fiber switch per call); and handing an
+//! event to the plugin costs one thread wake-up (the dispatcher waking the
+//! plugin's thread), none when the plugin is busy, because the listener gives
+//! it everything already queued in one batch ([`MAX_BATCH`]). When the runner
+//! is driven from an async task instead (tests, embedders calling
+//! [`Handler::handle`] themselves), each call goes to tokio's blocking pool,
+//! so the calling runtime is never blocked either. Waiting (backoff,
+//! quarantine) is a tokio timer on the runtime the runner was started on: it
+//! costs no CPU.
+//!
+//! The alternative, wasmtime's async API with epoch yielding on the tokio
+//! workers, would still run guest code on the workers between yields (a busy
+//! plugin would share the threads the reflectors use) and costs a fiber switch
+//! per call (1.2 us against 0.7 us per call in the toolchain measurements). Its
+//! one advantage, which this design gives up: a guest blocked in a WASI sleep
+//! past its deadline is stopped only when the sleep returns (the call then
+//! counts as a deadline trap), not at the deadline itself.
 //!
 //! Invariant: after a trap the instance is dropped, the rest of the batch is
 //! not delivered and the trapped event ends as [`Delivery::Restarted`]; the
-//! next call first waits out the backoff or
-//! quarantine, then builds a fresh instance, so no event is ever delivered to a
-//! dead instance and a failing plugin never consumes CPU while it waits.
+//! next call first waits out the backoff or quarantine, then builds a fresh
+//! instance, so no event is ever delivered to a dead instance and a failing
+//! plugin never consumes CPU while it waits.
 
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant as StdInstant;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::engine::PluginEngine;
@@ -45,28 +44,34 @@ use super::plugin::LoadedPlugin;
 use super::status::{PluginState, PluginStatus};
 use crate::cache_view::CacheView;
 use crate::handler::{Delivery, Handled, Handler};
-use crate::notification::NotificationRef;
+use crate::notification::{EventKind, NotificationRef};
 
-/// Most notifications handed to the plugin thread in one message. Large
-/// enough that a backlog costs a fraction of a microsecond of hand-off per
-/// event; small enough that a batch of slow events (32 x the deadline at
-/// worst) never holds the listener's stats or a drain for long.
+/// Most notifications handed to the plugin in one batch. Large enough that a
+/// backlog costs a fraction of a microsecond of hand-off per event; small
+/// enough that a batch of slow events (32 x the deadline at worst) never holds
+/// the listener's stats or a drain for long.
 pub const MAX_BATCH: usize = 32;
 
 /// The outcome of one event and when the guest returned.
 type Outcomes = Vec<(CallOutcome, StdInstant)>;
 
-enum Command {
-    Start(oneshot::Sender<Result<(), StartError>>),
-    Events(Vec<NotificationRef>, oneshot::Sender<Outcomes>),
+/// What a new instance is built from.
+#[derive(Clone)]
+struct Parts {
+    engine: Arc<PluginEngine>,
+    plugin: Arc<LoadedPlugin>,
+    cache: Arc<dyn CacheView>,
+    log: Arc<LogSink>,
 }
 
 /// Runs one plugin and reports its [`PluginStatus`].
 pub struct PluginRunner {
-    plugin: Arc<LoadedPlugin>,
+    parts: Parts,
     status: Arc<PluginStatus>,
-    tx: Option<mpsc::Sender<Command>>,
-    thread: Option<JoinHandle<()>>,
+    /// The live instance; `None` after a trap until a restart succeeded.
+    instance: Option<PluginInstance>,
+    /// The runtime whose timers the backoff and quarantine wait on.
+    rt: tokio::runtime::Handle,
     /// Set after a failure: no live instance until this instant has passed and
     /// a restart succeeded.
     restart_at: Option<Instant>,
@@ -76,57 +81,38 @@ pub struct PluginRunner {
 impl std::fmt::Debug for PluginRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginRunner")
-            .field("plugin", &self.plugin.spec.name)
+            .field("plugin", &self.parts.plugin.spec.name)
             .field("state", &self.status.state())
             .finish()
     }
 }
 
-fn worker(
-    engine: Arc<PluginEngine>,
-    plugin: Arc<LoadedPlugin>,
-    cache: Arc<dyn CacheView>,
-    log: Arc<LogSink>,
-    rx: mpsc::Receiver<Command>,
-) {
-    let mut instance: Option<PluginInstance> = None;
-    for cmd in rx {
-        match cmd {
-            Command::Start(reply) => {
-                instance = None;
-                let r = PluginInstance::start(&engine, &plugin, cache.clone(), log.clone());
-                let r = r.map(|i| instance = Some(i));
-                let _ = reply.send(r);
-            }
-            Command::Events(batch, reply) => {
-                let mut out = Vec::with_capacity(batch.len());
-                for n in &batch {
-                    let outcome = match instance.as_mut() {
-                        Some(i) => i.handle(n),
-                        None => CallOutcome::Trap(PluginTrap {
-                            kind: TrapKind::Other,
-                            message: "no live instance".into(),
-                        }),
-                    };
-                    let trapped = matches!(outcome, CallOutcome::Trap(_));
-                    out.push((outcome, StdInstant::now()));
-                    if trapped {
-                        instance = None;
-                        break;
-                    }
-                }
-                // The notifications are released here, on the plugin thread,
-                // before the reply wakes the listener.
-                drop(batch);
-                let _ = reply.send(out);
-            }
+/// Delivers a batch to a live instance, stopping at the first trap (which
+/// drops the instance).
+fn deliver(instance: &mut Option<PluginInstance>, batch: &[NotificationRef]) -> Outcomes {
+    let mut out = Vec::with_capacity(batch.len());
+    for n in batch {
+        let outcome = match instance.as_mut() {
+            Some(i) => i.handle(n),
+            None => CallOutcome::Trap(PluginTrap {
+                kind: TrapKind::Other,
+                message: "no live instance".into(),
+            }),
+        };
+        let trapped = matches!(outcome, CallOutcome::Trap(_));
+        out.push((outcome, StdInstant::now()));
+        if trapped {
+            *instance = None;
+            break;
         }
     }
+    out
 }
 
 impl PluginRunner {
-    /// Starts the plugin's thread and its first instance (running `init`).
-    /// Fails, leaving nothing running, when the first instance cannot start.
+    /// Starts the plugin's first instance (running `init`). Fails, leaving
+    /// nothing running, when it cannot start. Must be called within a tokio
+    /// runtime, whose timers the runner's waits use from then on.
     pub async fn start(
         engine: Arc<PluginEngine>,
         plugin: Arc<LoadedPlugin>,
@@ -150,24 +136,16 @@ impl PluginRunner {
             engine.config().log,
             status.clone(),
         ));
-        let (tx, rx) = mpsc::channel();
-        let thread = {
-            let plugin = plugin.clone();
-            std::thread::Builder::new()
-                .name(format!("plugin-{}", plugin.spec.name))
-                .spawn(move || worker(engine, plugin, cache, log, rx))
-                .map_err(|e| {
-                    StartError::Trap(PluginTrap {
-                        kind: TrapKind::Other,
-                        message: format!("cannot spawn plugin thread: {e}"),
-                    })
-                })?
-        };
         let mut runner = Self {
-            plugin,
+            parts: Parts {
+                engine,
+                plugin,
+                cache,
+                log,
+            },
             status,
-            tx: Some(tx),
-            thread: Some(thread),
+            instance: None,
+            rt: tokio::runtime::Handle::current(),
             restart_at: None,
             consecutive_failures: 0,
         };
@@ -191,24 +169,57 @@ impl PluginRunner {
 
     /// The plugin.
     pub fn plugin(&self) -> &Arc<LoadedPlugin> {
-        &self.plugin
+        &self.parts.plugin
+    }
+
+    /// Runs `f` on the instance slot where blocking is allowed: right here on
+    /// the runner's own thread (no tokio context), else on tokio's blocking
+    /// pool, so that guest code never runs on an async worker.
+    async fn blocking<R: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut Option<PluginInstance>, &Parts) -> R + Send + 'static,
+    ) -> Result<R, PluginTrap> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Ok(f(&mut self.instance, &self.parts));
+        }
+        let mut slot = self.instance.take();
+        let parts = self.parts.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let r = f(&mut slot, &parts);
+            (slot, r)
+        })
+        .await;
+        match joined {
+            Ok((slot, r)) => {
+                self.instance = slot;
+                Ok(r)
+            }
+            Err(e) => Err(PluginTrap {
+                kind: TrapKind::Other,
+                message: format!("plugin call failed on the blocking pool: {e}"),
+            }),
+        }
     }
 
     async fn start_instance(&mut self) -> Result<(), StartError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Start(reply));
-        rx.await.unwrap_or_else(|_| Err(thread_gone()))
+        self.blocking(|slot, p| {
+            *slot = None;
+            let i = PluginInstance::start(&p.engine, &p.plugin, p.cache.clone(), p.log.clone())?;
+            *slot = Some(i);
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|t| Err(StartError::Trap(t)))
     }
 
     async fn call(&mut self, batch: Vec<NotificationRef>) -> Outcomes {
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Events(batch, reply));
-        rx.await
-            .unwrap_or_else(|_| vec![(CallOutcome::Trap(thread_gone_trap()), StdInstant::now())])
+        self.blocking(move |slot, _| deliver(slot, &batch))
+            .await
+            .unwrap_or_else(|t| vec![(CallOutcome::Trap(t), StdInstant::now())])
     }
 
     /// Applies one event's outcome to the status and the restart policy.
-    fn settle(&mut self, kind: crate::notification::EventKind, outcome: CallOutcome) -> Delivery {
+    fn settle(&mut self, kind: EventKind, outcome: CallOutcome) -> Delivery {
         match outcome {
             CallOutcome::Ok => {
                 self.consecutive_failures = 0;
@@ -225,7 +236,7 @@ impl PluginRunner {
             }
             CallOutcome::Trap(t) => {
                 tracing::warn!(
-                    plugin = %self.plugin.spec.name,
+                    plugin = %self.parts.plugin.spec.name,
                     kind = %t.kind,
                     "plugin trapped: {}",
                     t.message
@@ -237,18 +248,10 @@ impl PluginRunner {
         }
     }
 
-    fn send(&self, cmd: Command) {
-        if let Some(tx) = &self.tx {
-            // A send only fails when the thread is gone; the reply channel
-            // then reports it.
-            let _ = tx.send(cmd);
-        }
-    }
-
     /// Counts a failure and schedules the restart: after a backoff, or after
     /// the quarantine period once `max_failures` consecutive failures happened.
     fn fail(&mut self) {
-        let limits = &self.plugin.spec.limits;
+        let limits = &self.parts.plugin.spec.limits;
         self.consecutive_failures = self.consecutive_failures.saturating_add(1);
         self.status
             .set_consecutive_failures(self.consecutive_failures);
@@ -257,7 +260,7 @@ impl PluginRunner {
             self.status.set_state(PluginState::Quarantined);
             self.status.record_quarantine();
             tracing::warn!(
-                plugin = %self.plugin.spec.name,
+                plugin = %self.parts.plugin.spec.name,
                 failures = self.consecutive_failures,
                 quarantine_s = limits.quarantine_seconds,
                 "plugin quarantined after consecutive failures"
@@ -273,37 +276,32 @@ impl PluginRunner {
     /// starts.
     async fn ensure_instance(&mut self) {
         while let Some(at) = self.restart_at {
-            tokio::time::sleep_until(at).await;
+            // Created in the runner's runtime, so it can be awaited from the
+            // runner's own thread too.
+            let sleep = {
+                let _in_rt = self.rt.enter();
+                tokio::time::sleep_until(at)
+            };
+            sleep.await;
             self.status.set_state(PluginState::Starting);
             match self.start_instance().await {
                 Ok(()) => {
                     self.restart_at = None;
                     self.status.record_restart();
                     self.status.set_state(PluginState::Running);
-                    tracing::info!(plugin = %self.plugin.spec.name, "plugin instance restarted");
+                    tracing::info!(plugin = %self.parts.plugin.spec.name, "plugin instance restarted");
                 }
                 Err(e) => {
                     match &e {
                         StartError::Trap(t) => self.status.record_trap(t.kind, &t.message),
                         StartError::Init(m) => self.status.record_failure_message(m),
                     }
-                    tracing::warn!(plugin = %self.plugin.spec.name, error = %e, "plugin restart failed");
+                    tracing::warn!(plugin = %self.parts.plugin.spec.name, error = %e, "plugin restart failed");
                     self.fail();
                 }
             }
         }
     }
-}
-
-fn thread_gone_trap() -> PluginTrap {
-    PluginTrap {
-        kind: TrapKind::Other,
-        message: "plugin thread is gone".into(),
-    }
-}
-
-fn thread_gone() -> StartError {
-    StartError::Trap(thread_gone_trap())
 }
 
 impl Handler for PluginRunner {
@@ -319,9 +317,13 @@ impl Handler for PluginRunner {
         MAX_BATCH
     }
 
+    fn own_thread(&self) -> Option<String> {
+        Some(format!("plugin-{}", self.parts.plugin.spec.name))
+    }
+
     async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
         self.ensure_instance().await;
-        let kinds: Vec<_> = batch.iter().map(|n| n.kind).collect();
+        let kinds: Vec<EventKind> = batch.iter().map(|n| n.kind).collect();
         let outcomes = self.call(batch).await;
         let mut out = Vec::with_capacity(outcomes.len());
         for (kind, (outcome, at)) in kinds.into_iter().zip(outcomes) {
@@ -338,11 +340,6 @@ impl Handler for PluginRunner {
 
 impl Drop for PluginRunner {
     fn drop(&mut self) {
-        // Closing the channel ends the thread after its current call (bounded
-        // by the call's deadline); it is not joined here so that dropping a
-        // runner never blocks an async task.
-        self.tx = None;
-        self.thread.take();
         self.status.set_state(PluginState::Stopped);
     }
 }
