@@ -23,7 +23,10 @@
 //!   `final_state_unknown`.
 //! - I6: a replay (on subscribe or after [`Delivery::Restarted`]) is a snapshot
 //!   taken while the dispatcher is excluded; it supersedes everything queued or
-//!   pending, and every later notification follows it.
+//!   pending, and every later notification follows it. A listener that exists
+//!   before the informer's first list is complete gets that list the same way:
+//!   as one snapshot when the informer syncs (adds flagged `in_initial_list`,
+//!   in cache order rather than list order).
 
 #![warn(missing_docs)]
 
@@ -239,10 +242,9 @@ struct State {
     /// Items made available (replay + queued), and items handled.
     accepted: u64,
     consumed: u64,
-    /// Set once the informer has synced: HasSynced needs `consumed >= target`
-    /// and, if keys were pending at that moment, one full drain of them.
+    /// Set when the informer has synced and the listener got the cache:
+    /// HasSynced needs `consumed >= target`.
     sync_target: Option<u64>,
-    sync_needs_drain: bool,
 }
 
 /// The part of a listener shared between the dispatcher and its task.
@@ -363,8 +365,14 @@ impl ListenerShared {
     }
 
     /// Hands a notification to this listener. Called by the dispatcher with the
-    /// gate held. Never blocks on the consumer (I1).
+    /// gate held. Never blocks on the consumer (I1). Until the informer's first
+    /// list is complete nothing is taken: the listener gets that list as one
+    /// snapshot when the informer syncs, instead of one notification per
+    /// listed object through a queue it could only overflow.
     pub(crate) fn push(&self, n: &NotificationRef, is_sync: bool) {
+        if !self.gate.synced.load(Ordering::Acquire) {
+            return;
+        }
         if is_sync && !self.resync_due.load(Ordering::Relaxed) {
             return;
         }
@@ -407,16 +415,22 @@ impl ListenerShared {
     }
 
     /// Replaces whatever is queued or pending with a snapshot of the cache (I6).
-    /// The caller holds the gate.
+    /// Before the informer's first list is complete the snapshot is empty: the
+    /// whole list follows as one snapshot when the informer syncs
+    /// ([`ListenerShared::mark_informer_synced_locked`]). The caller holds the
+    /// gate.
     pub(crate) fn load_snapshot_locked(&self) {
         let informer_synced = self.gate.synced.load(Ordering::Acquire);
-        let snap: Vec<ObjectRef> = self
-            .gate
-            .indexer
-            .snapshot()
-            .into_iter()
-            .filter(|o| self.wants(o))
-            .collect();
+        let snap: Vec<ObjectRef> = if informer_synced {
+            self.gate
+                .indexer
+                .snapshot()
+                .into_iter()
+                .filter(|o| self.wants(o))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut st = self.state.lock();
         // Queued items are superseded by the snapshot: count them as consumed.
         st.consumed += st.queue.len() as u64 + st.replay.len() as u64;
@@ -427,7 +441,6 @@ impl ListenerShared {
         st.replay_since = Some(Instant::now());
         if informer_synced && !self.synced.load(Ordering::Relaxed) {
             st.sync_target = Some(st.accepted);
-            st.sync_needs_drain = false;
         }
         self.check_synced(&st);
         self.set_depth(&st);
@@ -435,20 +448,17 @@ impl ListenerShared {
         self.notify.notify_one();
     }
 
-    /// Records that the informer has synced: this listener is synced once it has
-    /// handled everything made available so far. The caller holds the gate.
+    /// Records that the informer has synced: the listener, which was given
+    /// nothing while the first list was processed, now gets the whole cache as
+    /// its initial state, and is synced once it has handled it. The caller
+    /// holds the gate.
     pub(crate) fn mark_informer_synced_locked(&self) {
-        let mut st = self.state.lock();
-        if st.sync_target.is_none() {
-            st.sync_target = Some(st.accepted);
-            st.sync_needs_drain = !st.dirty.is_empty();
-        }
-        self.check_synced(&st);
+        self.load_snapshot_locked();
     }
 
     fn check_synced(&self, st: &State) {
         if let Some(t) = st.sync_target {
-            if st.consumed >= t && !st.sync_needs_drain {
+            if st.consumed >= t {
                 self.synced.store(true, Ordering::Release);
             }
         }
@@ -500,12 +510,7 @@ impl ListenerShared {
                     self.set_depth(&st);
                     return Some(batch);
                 }
-                if st.dirty.is_empty() {
-                    if st.sync_needs_drain {
-                        st.sync_needs_drain = false;
-                        self.check_synced(&st);
-                    }
-                } else {
+                if !st.dirty.is_empty() {
                     drop(st);
                     self.resolve_pending();
                     continue;

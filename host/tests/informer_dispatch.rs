@@ -715,12 +715,14 @@ async fn listener_has_synced_after_handling_the_initial_list() {
     wait_until("listener synced", || h.has_synced()).await;
 }
 
-/// I4/I6: a listener too small for the initial list still receives every
-/// initial object flagged `in_initial_list`, and syncs once it has them all.
+/// I4/I6: a listener that exists before the informer's first list completes
+/// gets that list as one snapshot when the informer syncs: every object once,
+/// as an add flagged `in_initial_list`, none through its (tiny) queue, so
+/// nothing overflows however long the list is; it syncs once it has them all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overflowed_initial_list_keeps_in_initial_list() {
+async fn initial_list_reaches_early_listeners_as_one_snapshot() {
     let p = Pipeline::new();
-    let permits = Arc::new(Semaphore::new(0));
+    let permits = Arc::new(Semaphore::new(1 << 20));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let h = p
         .processor
@@ -734,10 +736,19 @@ async fn overflowed_initial_list_keeps_in_initial_list() {
         .unwrap();
     p.fifo
         .replace((0..50).map(|i| pod(&format!("p{i}"), i + 1, "")).collect());
-    p.drain();
-    assert!(h.stats().snapshot().overflowed > 0);
+    // Half the list processed: the informer has not synced, the listener has
+    // been given nothing.
+    for _ in 0..25 {
+        let popped = p.fifo.try_pop().unwrap();
+        p.processor.handle_deltas(&popped);
+        p.fifo.done(&popped);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(rx.try_recv().is_err(), "nothing before the informer syncs");
+    assert_eq!(h.queued(), 0);
     assert!(!h.has_synced());
-    permits.add_permits(1 << 20);
+    p.drain();
+    assert!(p.processor.has_synced());
     let mut keys = std::collections::BTreeSet::new();
     for _ in 0..50 {
         let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
@@ -746,10 +757,22 @@ async fn overflowed_initial_list_keeps_in_initial_list() {
             .unwrap();
         assert_eq!(n.kind, EventKind::Added);
         assert!(n.in_initial_list, "{} lost in_initial_list", n.key);
-        keys.insert(n.key.to_string());
+        assert!(keys.insert(n.key.to_string()), "{} delivered twice", n.key);
     }
     assert_eq!(keys.len(), 50);
     wait_until("listener synced", || h.has_synced()).await;
+    let s = h.stats().snapshot();
+    assert_eq!(s.overflowed, 0, "the list never went through the queue");
+    assert_eq!(s.replayed, 50);
+    // Live events follow through the queue as usual.
+    p.fifo.update(pod("p3", 100, "x"));
+    p.drain();
+    let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!n.in_initial_list);
+    assert_eq!(rv(&n.object), 100);
 }
 
 /// I7 at the listener level: a handler that panics only closes its own
