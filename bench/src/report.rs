@@ -79,7 +79,8 @@ pub fn document(mode: Mode, rows: &[Row], took: Duration, load_before: &str) -> 
          - run time: {:.0} s; load average before {load_before}, after {}\n\n\
          Both sides run against one apisim instance (HTTP on 127.0.0.1) holding the same seeded pods \
          (about 3 KB of JSON each, with managedFields). Every side runs in a fresh child process; \
-         comparisons alternate the sides (A B A B) and report medians.\n\n\
+         comparisons alternate the sides (A B A B) and report medians. Both sides run on mimalloc, \
+         the global allocator the wasm-informer binary ships with.\n\n\
          {}\n## Notes\n\n{}",
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
         cpu_model(),

@@ -52,8 +52,13 @@ fn one(ctx: &Ctx, fx: &Fixture, spec: &SideSpec) -> Result<(Sample, Vec<String>)
         .filter_map(|(rv, t)| written.get(rv).map(|w| (t.saturating_sub(*w)) as f64 / 1e6))
         .collect();
     if !r.reached {
+        let who = match spec.side {
+            Side::Ours => "wasm-informer",
+            Side::Peer => "kube-runtime",
+            Side::Raw => "raw watch",
+        };
         notes.push(format!(
-            "fast handler had not reached the last write {} s after churn ended",
+            "{who}: fast handler had not reached the last write {} s after churn ended",
             p.b3_grace_secs
         ));
     }

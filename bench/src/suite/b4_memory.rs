@@ -69,7 +69,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             ratio: format!("{} heap, {} RSS", super::ratio(oh, ph), super::ratio(orss, prss)),
             target: "<= 0.5x".into(),
             verdict: Verdict::of(ph > 0.0 && oh / ph <= 0.5),
-            note: "heap: counting global allocator, live bytes after sync minus before, in a fresh child process; RSS: /proc/self/statm delta after malloc_trim. Verdict on the heap ratio.".into(),
+            note: "heap: counting global allocator, live bytes after sync minus before, in a fresh child process; RSS: /proc/self/statm delta after the allocators return free pages (mi_collect, malloc_trim). Verdict on the heap ratio.".into(),
         });
     }
     fx.shutdown(&ctx.rt);
