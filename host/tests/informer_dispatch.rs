@@ -145,6 +145,29 @@ fn cache_view(ix: &Indexer) -> BTreeMap<String, u64> {
     ix.snapshot().iter().map(|o| (o.key(), rv(o))).collect()
 }
 
+/// Dispatches an update of pod `name` at resourceVersion `at` and checks that
+/// it is the next notification the listener hands on, as a live event.
+async fn live_update_arrives(
+    p: &Pipeline,
+    rx: &mut mpsc::UnboundedReceiver<NotificationRef>,
+    name: &str,
+    at: u64,
+) {
+    p.fifo.update(pod(name, at, "live"));
+    p.drain();
+    let n = recv(rx).await;
+    assert!(!n.in_initial_list, "{} came as part of a replay", n.key);
+    assert_eq!(rv(&n.object), at, "live events follow the replay");
+}
+
+/// The next message on `rx`, waiting at most 30 s.
+async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("nothing received within 30 s")
+        .expect("channel closed")
+}
+
 async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !f() {
@@ -573,10 +596,7 @@ async fn restarted_handler_gets_a_replay_before_live_events() {
     p.drain();
     let mut replay = BTreeMap::new();
     for _ in 0..50 {
-        let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let n = recv(&mut rx).await;
         assert!(n.in_initial_list && n.kind == EventKind::Added);
         replay.insert(n.key.to_string(), rv(&n.object));
     }
@@ -586,14 +606,7 @@ async fn restarted_handler_gets_a_replay_before_live_events() {
         "replay after restart is the current cache"
     );
     assert_eq!(replay["ns2/p7"], 100);
-    p.fifo.update(pod("p8", 101, "y"));
-    p.drain();
-    let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(!n.in_initial_list);
-    assert_eq!(rv(&n.object), 101);
+    live_update_arrives(&p, &mut rx, "p8", 101).await;
     assert_eq!(h.stats().snapshot().restarts, 1);
 }
 
@@ -665,10 +678,7 @@ async fn filtered_listener_sees_its_view_only() {
     p.drain();
     let mut kinds = Vec::new();
     for _ in 0..3 {
-        let (n, _) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let (n, _) = recv(&mut rx).await;
         kinds.push((n.kind, rv(&n.object)));
     }
     assert_eq!(
@@ -751,10 +761,7 @@ async fn initial_list_reaches_early_listeners_as_one_snapshot() {
     assert!(p.processor.has_synced());
     let mut keys = std::collections::BTreeSet::new();
     for _ in 0..50 {
-        let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let n = recv(&mut rx).await;
         assert_eq!(n.kind, EventKind::Added);
         assert!(n.in_initial_list, "{} lost in_initial_list", n.key);
         assert!(keys.insert(n.key.to_string()), "{} delivered twice", n.key);
@@ -765,14 +772,7 @@ async fn initial_list_reaches_early_listeners_as_one_snapshot() {
     assert_eq!(s.overflowed, 0, "the list never went through the queue");
     assert_eq!(s.replayed, 50);
     // Live events follow through the queue as usual.
-    p.fifo.update(pod("p3", 100, "x"));
-    p.drain();
-    let n = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(!n.in_initial_list);
-    assert_eq!(rv(&n.object), 100);
+    live_update_arrives(&p, &mut rx, "p3", 100).await;
 }
 
 /// I7 at the listener level: a handler that panics only closes its own
@@ -796,10 +796,7 @@ async fn panicking_handler_closes_only_its_listener() {
         p.drain();
     }
     for _ in 0..100 {
-        tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        recv(&mut rx).await;
     }
     wait_until("panic counted", || bad.stats().snapshot().panics == 1).await;
     assert_eq!(bad.queued(), 0, "a closed listener holds nothing");
@@ -982,14 +979,8 @@ async fn mid_batch_failure(say_restarted: bool) {
             },
         )
         .unwrap();
-    let mut recv = async || {
-        tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await
-            .unwrap()
-            .unwrap()
-    };
     for _ in 0..20 {
-        assert!(recv().await.in_initial_list);
+        assert!(recv(&mut rx).await.in_initial_list);
     }
     // Ten updates dispatched while the listener task cannot run (this runtime
     // has one thread): it takes them as one batch of 8, then one of 2.
@@ -998,13 +989,13 @@ async fn mid_batch_failure(say_restarted: bool) {
     }
     p.drain();
     for i in 0..2 {
-        let n = recv().await;
+        let n = recv(&mut rx).await;
         assert!(!n.in_initial_list);
         assert_eq!(rv(&n.object), 100 + i);
     }
     let mut replay = BTreeMap::new();
     for _ in 0..20 {
-        let n = recv().await;
+        let n = recv(&mut rx).await;
         assert!(
             n.in_initial_list && n.kind == EventKind::Added,
             "the rest of the batch is superseded by the replay, got {} rv {}",
@@ -1018,11 +1009,7 @@ async fn mid_batch_failure(say_restarted: bool) {
         cache_view(&p.indexer),
         "the replay is the current cache"
     );
-    p.fifo.update(pod("p15", 500, "y"));
-    p.drain();
-    let n = recv().await;
-    assert!(!n.in_initial_list);
-    assert_eq!(rv(&n.object), 500, "live events follow the replay");
+    live_update_arrives(&p, &mut rx, "p15", 500).await;
     let s = h.stats().snapshot();
     assert_eq!(s.restarts, u64::from(say_restarted));
     assert_eq!(s.replayed, 40);
@@ -1080,21 +1067,15 @@ async fn a_handler_can_run_its_listener_on_its_own_thread() {
             },
         )
         .unwrap();
-    let mut recv = async || {
-        tokio::time::timeout(Duration::from_secs(30), rx.recv())
-            .await
-            .unwrap()
-            .unwrap()
-    };
     for _ in 0..3 {
-        let (n, thread, in_runtime) = recv().await;
+        let (n, thread, in_runtime) = recv(&mut rx).await;
         assert!(n.in_initial_list);
         assert_eq!(thread.as_deref(), Some("listener-own"));
         assert!(!in_runtime, "no tokio context on the handler's own thread");
     }
     p.fifo.update(pod("p1", 10, "x"));
     p.drain();
-    let (n, thread, _) = recv().await;
+    let (n, thread, _) = recv(&mut rx).await;
     assert_eq!(rv(&n.object), 10);
     assert_eq!(thread.as_deref(), Some("listener-own"));
     wait_until("listener synced", || h.has_synced()).await;

@@ -146,11 +146,14 @@ async fn panic_on_every_event_is_quarantined() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn occasional_panics_restart_without_quarantine() {
+/// panic-every-n with n = 3 and fast limits, and four pods to send it.
+async fn panics_every_third_event() -> (
+    wasm_informer::runtime::PluginRunner,
+    Vec<wasm_informer::object::ObjectRef>,
+) {
     let engine = engine();
     let (cache, pods) = cache_with_pods("default", 4);
-    let mut r = start(
+    let r = start(
         &engine,
         cache,
         "panic-3",
@@ -160,6 +163,12 @@ async fn occasional_panics_restart_without_quarantine() {
         fast_limits(),
     )
     .await;
+    (r, pods)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn occasional_panics_restart_without_quarantine() {
+    let (mut r, pods) = panics_every_third_event().await;
     let mut got = Vec::new();
     for i in 0..9 {
         got.push(r.handle(added(&pods[i % pods.len()])).await);
@@ -183,18 +192,7 @@ async fn occasional_panics_restart_without_quarantine() {
 /// the next batch goes to a fresh instance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trap_ends_the_batch_and_the_next_batch_gets_a_fresh_instance() {
-    let engine = engine();
-    let (cache, pods) = cache_with_pods("default", 4);
-    let mut r = start(
-        &engine,
-        cache,
-        "panic-3",
-        plugin_artifacts::PANIC_EVERY_N,
-        json!({"n": 3}),
-        &[],
-        fast_limits(),
-    )
-    .await;
+    let (mut r, pods) = panics_every_third_event().await;
     assert!(r.max_batch() > 1, "the runner takes batches");
     let batch = |k: usize| (0..k).map(|i| added(&pods[i % pods.len()])).collect();
     let first = r.handle_batch(batch(10)).await;
