@@ -212,9 +212,6 @@ pub(crate) struct DirtyEntry {
     known: bool,
     /// The object of the last overflowed delete, if any.
     tomb: Option<ObjectRef>,
-    /// The first overflowed notification was part of the initial list, so the
-    /// resolved add keeps `in_initial_list`.
-    initial: bool,
 }
 
 /// The dispatcher's exclusion: held while the Indexer is updated and a
@@ -404,7 +401,6 @@ impl ListenerShared {
                     v.insert(DirtyEntry {
                         known: n.kind != EventKind::Added,
                         tomb: deleted.then(|| n.object.clone()),
-                        initial: n.kind == EventKind::Added && n.in_initial_list,
                     });
                 }
             }
@@ -556,7 +552,6 @@ impl ListenerShared {
             let Some(entry) = st.dirty.remove(&key) else {
                 continue;
             };
-            let initial = entry.initial;
             let current = self.gate.indexer.get(&key).filter(|o| self.wants(o));
             let mk = |kind, object: ObjectRef, fsu| {
                 Arc::new(Notification {
@@ -565,7 +560,9 @@ impl ListenerShared {
                     key: key.clone(),
                     object,
                     old: None,
-                    in_initial_list: kind == EventKind::Added && initial,
+                    // The initial list never overflows (it arrives as a
+                    // snapshot), so nothing resolved here is part of it.
+                    in_initial_list: false,
                     final_state_unknown: fsu,
                 })
             };
