@@ -42,10 +42,11 @@ pub trait Handler: Send + 'static {
     fn handle(&mut self, n: NotificationRef) -> impl Future<Output = Delivery> + Send;
 
     /// The most notifications the listener hands over in one
-    /// [`Handler::handle_batch`] call. A handler whose per-call cost is a
-    /// thread hand-off (a plugin runner) raises it so that a backlog costs one
-    /// hand-off per batch instead of one per event; a batch is only what is
-    /// already queued, so an idle listener never waits to fill one.
+    /// [`Handler::handle_batch`] call. A handler with a cost per call (a plugin
+    /// runner: a wake-up of its thread and a trip through its restart policy)
+    /// raises it so that a backlog costs one call per batch instead of one per
+    /// event; a batch is only what is already queued, so an idle listener never
+    /// waits to fill one.
     fn max_batch(&self) -> usize {
         1
     }
