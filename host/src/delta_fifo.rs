@@ -348,6 +348,16 @@ mod tests {
 
     type Seen = Vec<(DeltaType, String, bool)>;
 
+    /// Pops everything queued: (key, deltas) in key order.
+    fn pop_all_sorted(f: &DeltaFifo) -> Vec<(String, Seen)> {
+        let mut all = Vec::new();
+        while let Some(p) = f.try_pop() {
+            all.push((p.key.to_string(), kinds(&p)));
+        }
+        all.sort();
+        all
+    }
+
     fn kinds(p: &Popped) -> Seen {
         p.deltas
             .iter()
@@ -437,11 +447,7 @@ mod tests {
         ix.upsert(&Arc::from("ns/gone"), obj("gone", 2));
         f.add(obj("queued-gone", 3)); // never reached the cache
         f.replace(vec![obj("kept", 4), obj("new", 5)]);
-        let mut all: Vec<(String, Seen)> = Vec::new();
-        while let Some(p) = f.try_pop() {
-            all.push((p.key.to_string(), kinds(&p)));
-        }
-        all.sort();
+        let all = pop_all_sorted(&f);
         assert_eq!(
             all,
             vec![
@@ -475,11 +481,7 @@ mod tests {
         ix.upsert(&Arc::from("ns/b"), obj("b", 1));
         f.update(obj("a", 2));
         assert_eq!(f.resync(), 1);
-        let mut all = Vec::new();
-        while let Some(p) = f.try_pop() {
-            all.push((p.key.to_string(), kinds(&p)));
-        }
-        all.sort();
+        let all = pop_all_sorted(&f);
         assert_eq!(
             all,
             vec![

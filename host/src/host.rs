@@ -355,8 +355,7 @@ impl Host {
                     Err(msg) => {
                         state.commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "plugin not loaded: {msg}");
-                        self.fail(&file, Some(&name), &msg);
-                        self.event("rejected", Some(&name), &file, Some(msg))
+                        self.rejected(&file, Some(&name), msg)
                     }
                 }
             }
@@ -407,8 +406,7 @@ impl Host {
                     Err(msg) => {
                         state.commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "reload rejected, previous version keeps running: {msg}");
-                        self.fail(&file, Some(&name), &msg);
-                        self.event("rejected", Some(&name), &file, Some(msg))
+                        self.rejected(&file, Some(&name), msg)
                     }
                 }
             }
@@ -445,20 +443,22 @@ impl Host {
                     }
                     None => tracing::error!("config rejected: {msg}"),
                 }
-                self.fail(&file, running.as_deref(), &msg);
-                self.event("rejected", running.as_deref(), &file, Some(msg))
+                self.rejected(&file, running.as_deref(), msg)
             }
         }
     }
 
-    fn fail(&self, file: &Path, plugin: Option<&str>, message: &str) {
+    /// Records a rejected file (the failure shown in the report and
+    /// `/readyz`) and the reload event saying so.
+    fn rejected(&self, file: &Path, plugin: Option<&str>, message: String) -> ReloadEvent {
         self.shared.lock().failures.insert(
             file.to_path_buf(),
             Failure {
                 plugin: plugin.map(str::to_string),
-                message: message.to_string(),
+                message: message.clone(),
             },
         );
+        self.event("rejected", plugin, file, Some(message))
     }
 
     fn grace(&self) -> Duration {
