@@ -11,9 +11,12 @@ CARGO ?= cargo
 DURATION ?= 60
 # The host crates. Plugins are built for wasm32-wasip2 by scripts/build-plugins.sh and by
 # host/guest-artifacts, not tested natively.
-TEST_PACKAGES := -p wasm-informer -p apisim -p wasm-informer-selector -p wasm-informer-bench
+TEST_PACKAGES := -p wasm-informer -p kube-informer -p wasm-informer-runtime -p apisim \
+	-p wasm-informer-selector -p wasm-informer-bench -p native-informer
+# The crates whose API docs must build without a warning (doctests run with the tests).
+DOC_PACKAGES := -p kube-informer -p wasm-informer-runtime -p wasm-informer
 
-.PHONY: setup plugins build demo test lint
+.PHONY: setup plugins build demo test docs lint
 
 setup:
 	./scripts/setup.sh
@@ -27,8 +30,13 @@ build:
 demo: plugins build
 	$(CARGO) run -p wasm-informer -- run --config config --sim --duration $(DURATION) --report target/report.json
 
-test: plugins
+test: plugins docs
 	$(CARGO) test --no-fail-fast $(TEST_PACKAGES)
+
+# Documented together so the binary's choice of Kubernetes API version (a k8s-openapi
+# feature) applies to the libraries too, as it does in every build.
+docs:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps $(DOC_PACKAGES)
 
 lint:
 	$(CARGO) fmt --all -- --check

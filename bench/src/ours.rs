@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use wasm_informer::cache_view::CacheView;
-use wasm_informer::handler::{Delivery, Handled, Handler};
-use wasm_informer::informer::{InformerConfig, InformerRegistry, SharedInformer};
-use wasm_informer::listener::ListenerConfig;
-use wasm_informer::notification::NotificationRef;
-use wasm_informer::processor::ListenerHandle;
+use kube_informer::cache_view::CacheView;
+use kube_informer::handler::{Delivery, Handled, Handler};
+use kube_informer::notification::NotificationRef;
+use kube_informer::HandlerOptions;
+use kube_informer::Registration;
+use kube_informer::{InformerConfig, InformerRegistry, SharedInformer};
 
 use crate::probe::{now_ns, parse_rv, Probe};
 use crate::spec::{HandlerKind, ListenerCounters, ReloadTiming, SideSpec};
@@ -94,7 +94,7 @@ impl Handler for Probed {
 pub struct OursSide {
     registry: Arc<InformerRegistry>,
     informer: Arc<SharedInformer>,
-    handles: Vec<ListenerHandle>,
+    handles: Vec<Registration>,
     /// (name, probe, tracked) per handler.
     pub probes: Vec<(String, Arc<Probe>, bool)>,
 }
@@ -123,19 +123,19 @@ impl OursSide {
                         .with_context(|| format!("handler {}", h.name))?,
                 )),
             };
-            let lc = ListenerConfig {
+            let lc = HandlerOptions {
                 name: h.name.clone(),
-                capacity: spec.queue_capacity,
-                ..ListenerConfig::default()
+                queue_capacity: spec.queue_capacity,
+                ..HandlerOptions::default()
             };
             let handle = registry
-                .add_listener(
+                .add_handler(
                     "v1/pods",
-                    lc,
                     Probed {
                         inner,
                         probe: probe.clone(),
                     },
+                    lc,
                 )
                 .await
                 .with_context(|| format!("listener {}", h.name))?;
@@ -203,16 +203,16 @@ impl OursSide {
         let objects = self.cached_objects();
         let handle = self
             .registry
-            .add_listener(
+            .add_handler(
                 "v1/pods",
-                ListenerConfig {
-                    name: name.clone(),
-                    capacity: 1024,
-                    ..ListenerConfig::default()
-                },
                 Probed {
                     inner: Inner::Wasm(Box::new(runner)),
                     probe: probe.clone(),
+                },
+                HandlerOptions {
+                    name: name.clone(),
+                    queue_capacity: 1024,
+                    ..HandlerOptions::default()
                 },
             )
             .await

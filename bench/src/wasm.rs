@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
-use wasm_informer::cache_view::CacheView;
-use wasm_informer::handler::{Delivery, Handled, Handler};
-use wasm_informer::notification::NotificationRef;
-use wasm_informer::runtime::{
+use kube_informer::cache_view::CacheView;
+use kube_informer::handler::{Delivery, Handled, Handler};
+use kube_informer::notification::NotificationRef;
+use wasm_informer_runtime::{
     EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
 };
 

@@ -88,7 +88,7 @@ pub struct SimArgs {
     /// Write a kubeconfig for the simulator here.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig_out: PathBuf,
-    /// A config directory whose host.toml [sim] table sets the workload.
+    /// A config directory whose host.toml `[sim]` table sets the workload.
     #[arg(long, value_name = "DIR")]
     pub config: Option<PathBuf>,
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).

@@ -347,8 +347,8 @@ impl Default for TransformSettings {
 
 impl TransformSettings {
     /// The informer-side transform.
-    pub fn to_transform(&self) -> crate::object::Transform {
-        crate::object::Transform {
+    pub fn to_transform(&self) -> kube_informer::object::Transform {
+        kube_informer::object::Transform {
             strip_managed_fields: self.strip_managed_fields,
         }
     }

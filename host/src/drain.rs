@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::handler::{Delivery, Handled, Handler};
-use crate::notification::NotificationRef;
+use kube_informer::handler::{Delivery, Handled, Handler};
+use kube_informer::notification::NotificationRef;
 
 /// The shared side of a gate: owned by whoever stops the listener.
 #[derive(Debug, Default)]
@@ -112,8 +112,8 @@ impl<H: Handler> Handler for DrainGate<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notification::{EventKind, Notification};
-    use crate::object::{Object, Transform};
+    use kube_informer::notification::{EventKind, Notification};
+    use kube_informer::object::{Object, Transform};
 
     struct Slow(
         Arc<tokio::sync::Semaphore>,

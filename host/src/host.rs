@@ -25,25 +25,26 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::cache_view::CacheView;
 use crate::config::{ConfigDir, ConfigError, PluginManifest};
 use crate::drain::{Drain, DrainGate};
-use crate::indexer::IndexSpec;
-use crate::informer::{InformerConfig, InformerError, InformerLease, InformerRegistry};
-use crate::latency::{LatencyHistogram, TimedHandler};
-use crate::listener::{ListenerConfig, ListenerStats, ListenerStatsSnapshot};
 use crate::metrics::Observe;
-use crate::processor::ListenerHandle;
-use crate::reflector::ReflectorConfig;
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
 use crate::report::{InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
-use crate::runtime::{
+use kube_informer::cache_view::CacheView;
+use kube_informer::indexer::IndexSpec;
+use kube_informer::latency::{LatencyHistogram, TimedHandler};
+use kube_informer::listener::{ListenerStats, ListenerStatsSnapshot};
+use kube_informer::reflector::ReflectorConfig;
+use kube_informer::HandlerOptions;
+use kube_informer::Registration;
+use kube_informer::{InformerConfig, InformerError, InformerLease, InformerRegistry};
+use wasm_informer_runtime::{
     EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec, PluginStatus,
 };
 
 /// One subscription of a plugin version: a runner behind a listener.
 struct Part {
-    handle: Option<ListenerHandle>,
+    handle: Option<Registration>,
     stats: Arc<ListenerStats>,
     drain: Arc<Drain>,
 }
@@ -201,7 +202,7 @@ fn host_toml_error(config: &ConfigDir, key: &str, reason: impl Into<String>) -> 
 
 impl Host {
     /// Builds the host: engine, informer registry, indexes and pre-warmed
-    /// informers. Plugins are loaded by [`Host::load_all`].
+    /// informers. Plugins are loaded by [`Host::reconcile`].
     pub async fn new(
         config: ConfigDir,
         client: kube::Client,
@@ -528,9 +529,9 @@ impl Host {
             .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
             let drain = Drain::new();
             let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
-            let lc = ListenerConfig {
+            let lc = HandlerOptions {
                 name: manifest.name.clone(),
-                capacity: manifest.limits.queue_capacity,
+                queue_capacity: manifest.limits.queue_capacity,
                 resync: (manifest.limits.resync_seconds > 0)
                     .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
                 namespace: manifest.namespace.clone(),
@@ -538,7 +539,7 @@ impl Host {
             };
             let handle = self
                 .registry
-                .add_listener(&r.value, lc, handler)
+                .add_handler(&r.value, handler, lc)
                 .await
                 .map_err(|e| {
                     manifest

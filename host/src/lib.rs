@@ -1,38 +1,26 @@
-//! wasm-informer: shared Kubernetes informers feeding sandboxed WebAssembly
-//! event handlers.
+//! wasm-informer: the host process. It reads a config directory, runs one
+//! shared informer per resource ([`kube_informer`]) and feeds every plugin, a
+//! sandboxed WebAssembly component ([`wasm_informer_runtime`]), from its own
+//! listener.
 //!
-//! The modules follow the data flow (see `docs/ARCHITECTURE.md`):
-//! reflector → delta_fifo → indexer → processor/listener → plugin runtime, and
-//! around them the host that wires them to a config directory.
+//! This crate is the top layer, the supervisor: it knows config files, hot
+//! reload, metrics, the report and the command line, and wires the two layers
+//! beneath it together. Neither of them knows this crate. See
+//! `docs/ARCHITECTURE.md` for the map.
 
-// What flows through the pipeline.
-pub mod resource;
-pub mod str_map;
-pub mod object;
-pub mod notification;
-
-// The informer, in data-flow order. None of it knows about Wasm.
-pub mod backoff;
-pub mod reflector;
-pub mod delta_fifo;
-pub mod indexer;
-pub mod processor;
-pub mod listener;
-pub mod handler;
-pub mod informer;
-pub mod cache_view;
-
-// The plugin runtime: the only part that knows about Wasm.
-pub mod runtime;
-
-// The host: configuration, supervision, hot reload and what it reports.
+// What the operator writes: the config directory.
 pub mod config;
+
+// Supervision: plugins to listeners, switch-over, reload, shutdown.
 pub mod host;
-pub mod drain;
-pub mod latency;
 pub mod reload;
+pub mod drain;
+
+// What the host reports.
 pub mod report;
 pub mod metrics;
 pub mod status;
+
+// Running without a cluster, and the command line.
 pub mod sim;
 pub mod cli;

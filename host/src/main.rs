@@ -17,8 +17,8 @@ use wasm_informer::cli::{CheckArgs, Cli, Command, RunArgs, SimArgs, StatusMode};
 use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::{MetricsServer, Observe};
-use wasm_informer::runtime::{check_file, EngineConfig, PluginEngine};
 use wasm_informer::sim::EmbeddedSim;
+use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine};
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -154,7 +154,7 @@ impl EmbeddedSim {
             .as_ref()
             .map(|s| s.kubeconfig_yaml())
             .ok_or_else(|| anyhow::anyhow!("simulator stopped"))?;
-        crate::reflector::client_from_kubeconfig_yaml(&yaml)
+        kube_informer::reflector::client_from_kubeconfig_yaml(&yaml)
             .await
             .map_err(|e| anyhow::anyhow!(e))
     }

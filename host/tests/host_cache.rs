@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use wasm_informer::cache_view::{CacheError, CacheView};
+use kube_informer::cache_view::{CacheError, CacheView};
 use wasm_informer::config::{ConfigDir, HostSettings};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::Observe;

@@ -126,7 +126,7 @@ fn measure(ctx: &Ctx, fx: &Fixture, lang: &Lang) -> Result<Measured> {
             let p = new_version(&lang.path, &tag("checked"))?;
             let t = std::time::Instant::now();
             let checked = wasm::engine().and_then(|e| {
-                wasm_informer::runtime::check_file(&e, &p).map_err(|e| anyhow::anyhow!("{e}"))
+                wasm_informer_runtime::check_file(&e, &p).map_err(|e| anyhow::anyhow!("{e}"))
             });
             out.check_ms.push(t.elapsed().as_secs_f64() * 1000.0);
             let r = checked.and_then(|_| reload(&mut child, &p, "{}"));

@@ -1,0 +1,373 @@
+//! Resource ids (`v1/pods`, `apps/v1/deployments`, CRDs) and the API paths that
+//! serve them.
+//!
+//! Job: turn the id a manifest names into group, version, plural and scope, using
+//! a table of well-known built-in resources or, for anything else, API discovery.
+//!
+//! Invariant: a [`ResourceSpec`] always names a resource the server (or the
+//! built-in table) vouched for; its [`ResourceSpec::id`] round-trips through
+//! [`ResourceId::parse`].
+
+#![warn(missing_docs)]
+
+use std::fmt;
+
+#[cfg(feature = "client")]
+use http::Request;
+
+/// A parsed resource id: `VERSION/PLURAL` for the core group, `GROUP/VERSION/PLURAL`
+/// otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceId {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, for example `v1`.
+    pub version: String,
+    /// Plural resource name, for example `pods`.
+    pub plural: String,
+}
+
+/// Why a resource id could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    /// The id is not `VERSION/PLURAL` or `GROUP/VERSION/PLURAL`.
+    #[error("invalid resource id {id:?}: {reason}")]
+    Invalid {
+        /// The id as given.
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Discovery does not list the resource.
+    #[error(
+        "unknown resource {id:?}: the API server does not serve {plural:?} in {group_version:?}"
+    )]
+    Unknown {
+        /// The id as given.
+        id: String,
+        /// The group/version asked.
+        group_version: String,
+        /// The plural asked.
+        plural: String,
+    },
+    /// Discovery itself failed.
+    #[cfg(feature = "client")]
+    #[error("discovery for resource {id:?} failed: {source}")]
+    Discovery {
+        /// The id as given.
+        id: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ResourceId {
+    /// Parses `v1/pods` or `apps/v1/deployments`.
+    ///
+    /// ```
+    /// use kube_informer::resource::ResourceId;
+    /// let r = ResourceId::parse("apps/v1/deployments").unwrap();
+    /// assert_eq!((r.group.as_str(), r.version.as_str(), r.plural.as_str()), ("apps", "v1", "deployments"));
+    /// assert!(ResourceId::parse("pods").is_err());
+    /// ```
+    pub fn parse(id: &str) -> Result<Self, ResourceError> {
+        let invalid = |reason| ResourceError::Invalid {
+            id: id.to_string(),
+            reason,
+        };
+        let parts: Vec<&str> = id.split('/').collect();
+        let (group, version, plural) = match parts.as_slice() {
+            [v, p] => ("", *v, *p),
+            [g, v, p] => (*g, *v, *p),
+            _ => return Err(invalid("expected VERSION/PLURAL or GROUP/VERSION/PLURAL")),
+        };
+        if version.is_empty() || plural.is_empty() || (parts.len() == 3 && group.is_empty()) {
+            return Err(invalid("empty group, version or plural"));
+        }
+        let ok = |s: &str| {
+            s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        };
+        if !ok(group) || !ok(version) || !ok(plural) {
+            return Err(invalid(
+                "only lower-case letters, digits, '-' and '.' are allowed",
+            ));
+        }
+        Ok(Self {
+            group: group.to_string(),
+            version: version.to_string(),
+            plural: plural.to_string(),
+        })
+    }
+
+    /// The resource id of the k8s-openapi type `K`: `v1/pods` for `Pod`,
+    /// `apps/v1/deployments` for `Deployment`.
+    ///
+    /// ```
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use kube_informer::resource::ResourceId;
+    /// assert_eq!(ResourceId::of::<Deployment>().to_string(), "apps/v1/deployments");
+    /// ```
+    #[cfg(feature = "client")]
+    pub fn of<K: k8s_openapi::Resource>() -> Self {
+        Self {
+            group: K::GROUP.to_string(),
+            version: K::VERSION.to_string(),
+            plural: K::URL_PATH_SEGMENT.to_string(),
+        }
+    }
+
+    /// `group/version`, or `version` for the core group.
+    pub fn group_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+impl fmt::Display for ResourceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.group_version(), self.plural)
+    }
+}
+
+/// A resource the informer can list and watch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceSpec {
+    /// Group, version and plural.
+    pub id: ResourceId,
+    /// Kind, for example `Pod` (empty when unknown).
+    pub kind: String,
+    /// Namespaced (true) or cluster-scoped.
+    pub namespaced: bool,
+}
+
+/// Built-in resources that need no discovery: (group, version, plural, kind, namespaced).
+const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
+    ("", "v1", "pods", "Pod", true),
+    ("", "v1", "services", "Service", true),
+    ("", "v1", "endpoints", "Endpoints", true),
+    ("", "v1", "configmaps", "ConfigMap", true),
+    ("", "v1", "secrets", "Secret", true),
+    ("", "v1", "serviceaccounts", "ServiceAccount", true),
+    ("", "v1", "events", "Event", true),
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+    ),
+    ("", "v1", "nodes", "Node", false),
+    ("", "v1", "namespaces", "Namespace", false),
+    ("", "v1", "persistentvolumes", "PersistentVolume", false),
+    ("apps", "v1", "deployments", "Deployment", true),
+    ("apps", "v1", "replicasets", "ReplicaSet", true),
+    ("apps", "v1", "statefulsets", "StatefulSet", true),
+    ("apps", "v1", "daemonsets", "DaemonSet", true),
+    ("batch", "v1", "jobs", "Job", true),
+    ("batch", "v1", "cronjobs", "CronJob", true),
+    ("networking.k8s.io", "v1", "ingresses", "Ingress", true),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+        true,
+    ),
+    ("coordination.k8s.io", "v1", "leases", "Lease", true),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+    ),
+];
+
+impl ResourceSpec {
+    /// Looks `id` up in the built-in table (no I/O).
+    pub fn builtin(id: &str) -> Result<Option<Self>, ResourceError> {
+        let rid = ResourceId::parse(id)?;
+        Ok(BUILTIN
+            .iter()
+            .find(|(g, v, p, _, _)| *g == rid.group && *v == rid.version && *p == rid.plural)
+            .map(|(_, _, _, kind, namespaced)| ResourceSpec {
+                id: rid.clone(),
+                kind: kind.to_string(),
+                namespaced: *namespaced,
+            }))
+    }
+
+    #[cfg(feature = "client")]
+    /// Resolves `id`: the built-in table first, then API discovery
+    /// (`/api/VERSION` or `/apis/GROUP/VERSION`), which is how CRDs are found.
+    pub async fn resolve(client: &kube::Client, id: &str) -> Result<Self, ResourceError> {
+        if let Some(spec) = Self::builtin(id)? {
+            return Ok(spec);
+        }
+        let rid = ResourceId::parse(id)?;
+        let gv = rid.group_version();
+        let list = if rid.group.is_empty() {
+            client.list_core_api_resources(&rid.version).await
+        } else {
+            client.list_api_group_resources(&gv).await
+        };
+        let list = match list {
+            Ok(l) => l,
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Err(ResourceError::Unknown {
+                    id: id.to_string(),
+                    group_version: gv,
+                    plural: rid.plural,
+                })
+            }
+            Err(source) => {
+                return Err(ResourceError::Discovery {
+                    id: id.to_string(),
+                    source,
+                })
+            }
+        };
+        list.resources
+            .iter()
+            .find(|r| r.name == rid.plural)
+            .map(|r| ResourceSpec {
+                id: rid.clone(),
+                kind: r.kind.clone(),
+                namespaced: r.namespaced,
+            })
+            .ok_or(ResourceError::Unknown {
+                id: id.to_string(),
+                group_version: gv,
+                plural: rid.plural.clone(),
+            })
+    }
+
+    /// The resource id string, for example `apps/v1/deployments`.
+    pub fn id_string(&self) -> String {
+        self.id.to_string()
+    }
+
+    /// The collection path across all namespaces, for example `/api/v1/pods`.
+    pub fn collection_path(&self) -> String {
+        if self.id.group.is_empty() {
+            format!("/api/{}/{}", self.id.version, self.id.plural)
+        } else {
+            format!(
+                "/apis/{}/{}/{}",
+                self.id.group, self.id.version, self.id.plural
+            )
+        }
+    }
+
+    /// The collection path within one namespace (cluster-scoped resources ignore it).
+    pub fn namespaced_path(&self, namespace: &str) -> String {
+        if !self.namespaced {
+            return self.collection_path();
+        }
+        let prefix = if self.id.group.is_empty() {
+            format!("/api/{}", self.id.version)
+        } else {
+            format!("/apis/{}/{}", self.id.group, self.id.version)
+        };
+        format!("{prefix}/namespaces/{namespace}/{}", self.id.plural)
+    }
+
+    #[cfg(feature = "client")]
+    /// A GET request for the collection with the given query pairs (already
+    /// percent-safe values are escaped again here).
+    pub fn get_request(&self, query: &[(&str, &str)]) -> Request<Vec<u8>> {
+        let mut uri = self.collection_path();
+        for (i, (k, v)) in query.iter().enumerate() {
+            uri.push(if i == 0 { '?' } else { '&' });
+            uri.push_str(k);
+            uri.push('=');
+            uri.push_str(&encode_query_value(v));
+        }
+        Request::get(uri)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Vec::new())
+            .unwrap_or_else(|_| Request::new(Vec::new()))
+    }
+}
+
+#[cfg(feature = "client")]
+/// Percent-encodes a query value (RFC 3986 unreserved characters pass through).
+fn encode_query_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_core_and_group_ids() {
+        let p = ResourceId::parse("v1/pods").unwrap();
+        assert_eq!(p.group, "");
+        assert_eq!(p.to_string(), "v1/pods");
+        let d = ResourceId::parse("apps/v1/deployments").unwrap();
+        assert_eq!(d.group_version(), "apps/v1");
+        assert_eq!(d.to_string(), "apps/v1/deployments");
+    }
+
+    #[test]
+    fn rejects_bad_ids_with_reason() {
+        for bad in ["pods", "", "a/b/c/d", "/v1/pods", "v1/Pods", "v1/"] {
+            let e = ResourceId::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn builtin_paths() {
+        let pods = ResourceSpec::builtin("v1/pods").unwrap().unwrap();
+        assert!(pods.namespaced);
+        assert_eq!(pods.collection_path(), "/api/v1/pods");
+        assert_eq!(
+            pods.namespaced_path("kube-system"),
+            "/api/v1/namespaces/kube-system/pods"
+        );
+        let dep = ResourceSpec::builtin("apps/v1/deployments")
+            .unwrap()
+            .unwrap();
+        assert_eq!(dep.collection_path(), "/apis/apps/v1/deployments");
+        let nodes = ResourceSpec::builtin("v1/nodes").unwrap().unwrap();
+        assert!(!nodes.namespaced);
+        assert_eq!(nodes.namespaced_path("x"), "/api/v1/nodes");
+        assert!(ResourceSpec::builtin("example.com/v1/widgets")
+            .unwrap()
+            .is_none());
+    }
+
+    #[cfg(feature = "client")]
+    #[test]
+    fn query_values_are_encoded() {
+        let pods = ResourceSpec::builtin("v1/pods").unwrap().unwrap();
+        let req = pods.get_request(&[("limit", "500"), ("continue", "a b/=")]);
+        assert_eq!(
+            req.uri().to_string(),
+            "/api/v1/pods?limit=500&continue=a%20b%2F%3D"
+        );
+    }
+}

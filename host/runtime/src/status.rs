@@ -1,0 +1,259 @@
+//! The shared, lock-light status of one plugin: what the runner is doing and
+//! counters of everything that happened to it, readable at any time by the
+//! metrics endpoint and the report.
+//!
+//! Invariant: counters only grow; `state` is written only by the plugin's
+//! runner; readers never block the runner for longer than copying one string.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use super::outcome::TrapKind;
+use kube_informer::notification::EventKind;
+
+/// What a plugin's runner is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginState {
+    /// Being instantiated (first load or restart).
+    Starting,
+    /// An instance is live and handling events.
+    Running,
+    /// The instance died; waiting out the restart delay.
+    BackingOff,
+    /// Too many consecutive failures; resting for the quarantine period.
+    Quarantined,
+    /// The runner has stopped.
+    Stopped,
+}
+
+impl PluginState {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            0 => PluginState::Starting,
+            1 => PluginState::Running,
+            2 => PluginState::BackingOff,
+            3 => PluginState::Quarantined,
+            _ => PluginState::Stopped,
+        }
+    }
+
+    /// Kebab-case name, as in the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginState::Starting => "starting",
+            PluginState::Running => "running",
+            PluginState::BackingOff => "backing-off",
+            PluginState::Quarantined => "quarantined",
+            PluginState::Stopped => "stopped",
+        }
+    }
+}
+
+/// Live status of one plugin.
+#[derive(Debug)]
+pub struct PluginStatus {
+    name: String,
+    state: AtomicU8,
+    delivered: [AtomicU64; 4],
+    errors: AtomicU64,
+    traps: [AtomicU64; 6],
+    restarts: AtomicU64,
+    quarantines: AtomicU64,
+    consecutive_failures: AtomicU32,
+    log_lines: AtomicU64,
+    log_dropped: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+fn kind_index(k: EventKind) -> usize {
+    match k {
+        EventKind::Added => 0,
+        EventKind::Updated => 1,
+        EventKind::Deleted => 2,
+        EventKind::Synced => 3,
+    }
+}
+
+impl PluginStatus {
+    /// A fresh status in state `starting`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            state: AtomicU8::new(0),
+            delivered: Default::default(),
+            errors: AtomicU64::new(0),
+            traps: Default::default(),
+            restarts: AtomicU64::new(0),
+            quarantines: AtomicU64::new(0),
+            consecutive_failures: AtomicU32::new(0),
+            log_lines: AtomicU64::new(0),
+            log_dropped: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Current state.
+    pub fn state(&self) -> PluginState {
+        PluginState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_state(&self, s: PluginState) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    pub(crate) fn record_delivered(&self, kind: EventKind) {
+        self.delivered[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_error(&self, message: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock() = Some(message.to_string());
+    }
+
+    pub(crate) fn record_trap(&self, kind: TrapKind, message: &str) {
+        self.traps[kind.index()].fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock() = Some(format!("trap ({kind}): {message}"));
+    }
+
+    pub(crate) fn record_failure_message(&self, message: &str) {
+        *self.last_error.lock() = Some(message.to_string());
+    }
+
+    pub(crate) fn record_restart(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_quarantine(&self) {
+        self.quarantines.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_consecutive_failures(&self, n: u32) {
+        self.consecutive_failures.store(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_log_line(&self) {
+        self.log_lines.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_log_dropped(&self) {
+        self.log_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Events handled (ok or handler error) of one kind.
+    pub fn delivered(&self, kind: EventKind) -> u64 {
+        self.delivered[kind_index(kind)].load(Ordering::Relaxed)
+    }
+
+    /// Traps of one kind.
+    pub fn traps(&self, kind: TrapKind) -> u64 {
+        self.traps[kind.index()].load(Ordering::Relaxed)
+    }
+
+    /// A consistent-enough copy of every counter.
+    pub fn snapshot(&self) -> StatusSnapshot {
+        let d = |k| self.delivered(k);
+        let traps_by_kind: BTreeMap<String, u64> = TrapKind::ALL
+            .iter()
+            .map(|k| (k.as_str().to_string(), self.traps(*k)))
+            .collect();
+        StatusSnapshot {
+            name: self.name.clone(),
+            state: self.state(),
+            delivered: Delivered {
+                added: d(EventKind::Added),
+                updated: d(EventKind::Updated),
+                deleted: d(EventKind::Deleted),
+                synced: d(EventKind::Synced),
+            },
+            errors: self.errors.load(Ordering::Relaxed),
+            traps: traps_by_kind.values().sum(),
+            traps_by_kind,
+            restarts: self.restarts.load(Ordering::Relaxed),
+            quarantines: self.quarantines.load(Ordering::Relaxed),
+            consecutive_failures: self.consecutive_failures.load(Ordering::Relaxed),
+            log_lines: self.log_lines.load(Ordering::Relaxed),
+            log_dropped: self.log_dropped.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().clone(),
+        }
+    }
+}
+
+/// Events handled per kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Delivered {
+    pub added: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    pub synced: u64,
+}
+
+impl Delivered {
+    /// Sum over every kind.
+    pub fn total(&self) -> u64 {
+        self.added + self.updated + self.deleted + self.synced
+    }
+}
+
+/// A copy of a plugin's status, shaped like the report's per-plugin entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusSnapshot {
+    pub name: String,
+    pub state: PluginState,
+    pub delivered: Delivered,
+    /// Handler errors (the plugin returned `err`).
+    pub errors: u64,
+    /// Traps of every kind.
+    pub traps: u64,
+    pub traps_by_kind: BTreeMap<String, u64>,
+    /// Re-instantiations after a failure.
+    pub restarts: u64,
+    /// Times the plugin entered quarantine.
+    pub quarantines: u64,
+    pub consecutive_failures: u32,
+    /// Log lines emitted (log import, stdout, stderr).
+    pub log_lines: u64,
+    /// Log lines dropped by the rate limit.
+    pub log_dropped: u64,
+    pub last_error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_reflects_counters() {
+        let s = PluginStatus::new("p");
+        assert_eq!(s.state(), PluginState::Starting);
+        s.set_state(PluginState::Quarantined);
+        s.record_delivered(EventKind::Added);
+        s.record_delivered(EventKind::Added);
+        s.record_delivered(EventKind::Synced);
+        s.record_error("bad");
+        s.record_trap(TrapKind::OutOfFuel, "fuel");
+        s.record_trap(TrapKind::Panic, "boom");
+        s.record_restart();
+        let snap = s.snapshot();
+        assert_eq!(snap.state, PluginState::Quarantined);
+        assert_eq!(snap.delivered.added, 2);
+        assert_eq!(snap.delivered.synced, 1);
+        assert_eq!(snap.delivered.total(), 3);
+        assert_eq!(snap.errors, 1);
+        assert_eq!(snap.traps, 2);
+        assert_eq!(snap.traps_by_kind["out_of_fuel"], 1);
+        assert_eq!(snap.traps_by_kind["panic"], 1);
+        assert_eq!(snap.restarts, 1);
+        assert!(snap.last_error.unwrap().contains("boom"));
+        let json = serde_json::to_value(s.snapshot()).unwrap();
+        assert_eq!(json["state"], "quarantined");
+    }
+}

@@ -1,0 +1,195 @@
+//! The example manifests of the JavaScript, Python and C plugins
+//! (config/plugins/{deployment-auditor,image-policy,restart-alarm}.toml) work in
+//! the production plugin runtime: the `.wasm` they name passes the host's
+//! component check, their limits are valid, and with exactly those limits and
+//! that `[config]` each plugin handles a small workload without an error or a
+//! trap, logging the expected number of lines.
+
+#[path = "runtime_support/mod.rs"]
+mod runtime_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kube_informer::handler::{Delivery, Handler};
+use kube_informer::notification::{EventKind, Notification};
+use kube_informer::object::{Object, ObjectRef, Transform};
+use runtime_support::FakeCache;
+use serde_json::json;
+use wasm_informer_runtime::{
+    check_file, EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+    PluginState,
+};
+
+const LIMIT_KEYS: &[&str] = &["fuel_per_event", "timeout_ms", "memory_mb"];
+
+struct Manifest {
+    wasm: PathBuf,
+    spec: PluginSpec,
+    resources: Vec<String>,
+}
+
+fn manifest(name: &str) -> Manifest {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../config/plugins/{name}.toml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let table: toml::Table =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(table["name"].as_str(), Some(name));
+    let wasm = path.parent().unwrap().join(table["wasm"].as_str().unwrap());
+    assert!(
+        wasm.exists(),
+        "{} is missing: build the plugins first with scripts/setup.sh && scripts/build-plugins.sh",
+        wasm.display()
+    );
+    let strings = |k: &str| -> Vec<String> {
+        table[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut limit_table = toml::Table::new();
+    for k in LIMIT_KEYS {
+        limit_table.insert(k.to_string(), table[*k].clone());
+    }
+    let limits: PluginLimits = toml::Value::Table(limit_table).try_into().unwrap();
+    limits.validate().unwrap();
+    let config = table
+        .get("config")
+        .cloned()
+        .unwrap_or(toml::Value::Table(Default::default()));
+    Manifest {
+        wasm,
+        resources: strings("resources"),
+        spec: PluginSpec {
+            name: name.to_string(),
+            config_json: serde_json::to_string(&config).unwrap(),
+            read: strings("read"),
+            limits,
+        },
+    }
+}
+
+fn object(json: serde_json::Value) -> ObjectRef {
+    Arc::new(Object::from_json(json.to_string().as_bytes(), &Transform::default()).unwrap())
+}
+
+/// Runs the plugin of `name` with its manifest over `objects` (all added, after
+/// being cached) and returns the number of log lines it wrote.
+async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> u64 {
+    let m = manifest(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/wasmtime-cache-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: Some(dir),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+
+    let report = check_file(&engine, &m.wasm).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(report.world.contains("event-handler"), "{report}");
+
+    let resource = m.resources[0].clone();
+    let cache = Arc::new(FakeCache::default());
+    for o in &objects {
+        cache.insert(&resource, o.clone());
+    }
+    let plugin = LoadedPlugin::from_file(&engine, m.spec, &m.wasm).unwrap();
+    let mut runner = PluginRunner::start(engine.clone(), plugin, cache)
+        .await
+        .unwrap();
+    for o in &objects {
+        let n = Arc::new(Notification {
+            kind: EventKind::Added,
+            resource: resource.as_str().into(),
+            key: o.key().into(),
+            object: o.clone(),
+            old: None,
+            in_initial_list: true,
+            final_state_unknown: false,
+        });
+        assert_eq!(runner.handle(n).await, Delivery::Ok, "{name}");
+    }
+    let snap = runner.status().snapshot();
+    assert_eq!(snap.state, PluginState::Running, "{snap:?}");
+    assert_eq!(snap.errors, 0, "{snap:?}");
+    assert_eq!(snap.traps, 0, "{snap:?}");
+    assert_eq!(snap.delivered.added, objects.len() as u64);
+    snap.log_lines
+}
+
+fn deployment(
+    ns: &str,
+    name: &str,
+    labels: serde_json::Value,
+    annotations: serde_json::Value,
+) -> ObjectRef {
+    object(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": ns, "name": name, "uid": format!("u-{name}"), "resourceVersion": "7",
+                     "labels": labels, "annotations": annotations},
+        "spec": {"replicas": 1}}))
+}
+
+fn pod(ns: &str, name: &str, image: &str, restarts: i64) -> ObjectRef {
+    object(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": ns, "name": name, "uid": format!("u-{name}"), "resourceVersion": "3"},
+        "spec": {"containers": [{"name": "main", "image": image}]},
+        "status": {"containerStatuses": [{"name": "main", "restartCount": restarts}]}}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_auditor_manifest_runs_in_the_runtime() {
+    let lines = run_manifest(
+        "deployment-auditor",
+        vec![
+            deployment(
+                "shop",
+                "web",
+                json!({"team": "a", "app": "web", "tier": "frontend"}),
+                json!({"owner": "x"}),
+            ),
+            deployment(
+                "shop",
+                "cart",
+                json!({"app": "cart"}),
+                json!({"owner": "x"}),
+            ),
+            deployment("kube-system", "dns", json!({}), json!({})),
+        ],
+    )
+    .await;
+    // The policy line from init, and one violation (cart lacks `team`).
+    assert_eq!(lines, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_policy_manifest_runs_in_the_runtime() {
+    let lines = run_manifest(
+        "image-policy",
+        vec![
+            pod("prod", "a", "nginx:1.25", 0),
+            pod("prod", "b", "registry.example/app:1", 0),
+            pod("kube-system", "c", "registry.example/proxy:1", 0),
+        ],
+    )
+    .await;
+    // The policy line from init, and one violation (b's registry).
+    assert_eq!(lines, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_alarm_manifest_runs_in_the_runtime() {
+    let lines = run_manifest(
+        "restart-alarm",
+        vec![
+            pod("prod", "a", "x", 6),
+            pod("prod", "b", "x", 4),
+            pod("dev", "c", "x", 0),
+        ],
+    )
+    .await;
+    // The policy line from init, and one alarm (a restarted 6 times, threshold 5).
+    assert_eq!(lines, 2);
+}

@@ -1,0 +1,106 @@
+//! Checking a component: each bad component gets its own error naming the
+//! file and the reason; a valid plugin reports its world, imports and exports.
+//! (The `wasm-informer check` command line is tested in the host crate.)
+
+#[path = "check_support/mod.rs"]
+mod check_support;
+#[path = "runtime_support/mod.rs"]
+mod runtime_support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use check_support::{bad_cases, compiled_entries, wait_for_entries};
+use runtime_support::engine;
+use wasm_informer_runtime::{check_bytes, check_file, CheckError};
+
+#[test]
+fn each_bad_component_gets_its_own_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine();
+    let mut messages = BTreeSet::new();
+    for (case, path) in bad_cases(dir.path()) {
+        let err = check_file(&engine, &path).unwrap_err();
+        let ok = match case {
+            "not-wasm" => matches!(err, CheckError::NotWasm { .. }),
+            "core-module" => matches!(err, CheckError::CoreModule { .. }),
+            "truncated" => matches!(err, CheckError::Truncated { .. }),
+            "wrong-world" => matches!(err, CheckError::WrongWorld { .. }),
+            "wrong-version" => matches!(err, CheckError::WrongVersion { .. }),
+            "extra-import" => matches!(err, CheckError::UnsupportedImports { .. }),
+            _ => unreachable!(),
+        };
+        assert!(ok, "{case}: unexpected error {err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{case}: {msg}");
+        // The message's text after the path is distinct per case.
+        let reason = msg.split_once(": ").unwrap().1.to_string();
+        let head: String = reason.chars().take(24).collect();
+        assert!(messages.insert(head), "{case}: message not distinct: {msg}");
+    }
+    let extra = check_file(&engine, Path::new(plugin_artifacts::FIXTURE_EXTRA_IMPORT))
+        .unwrap_err()
+        .to_string();
+    assert!(extra.contains("wasi:keyvalue/store@0.2.0-draft"), "{extra}");
+    let version = check_file(&engine, Path::new(plugin_artifacts::FIXTURE_WRONG_VERSION))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        version.contains("0.2.0") && version.contains("0.1.0"),
+        "{version}"
+    );
+    let missing = check_file(&engine, &dir.path().join("absent.wasm")).unwrap_err();
+    assert!(matches!(missing, CheckError::Read { .. }), "{missing:?}");
+}
+
+#[test]
+fn every_rust_plugin_passes() {
+    let engine = engine();
+    for (name, path) in plugin_artifacts::ALL {
+        if name.starts_with("fixture-") {
+            continue;
+        }
+        let r = check_file(&engine, Path::new(path)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.world, "wasm-informer:plugin/event-handler@0.1.0");
+        assert_eq!(
+            r.exports,
+            vec!["wasm-informer:plugin/handler@0.1.0".to_string()]
+        );
+        assert!(
+            r.imports
+                .iter()
+                .all(|i| i.starts_with("wasi:") || i.starts_with("wasm-informer:plugin/")),
+            "{name}: {:?}",
+            r.imports
+        );
+    }
+    let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
+    let r = check_bytes(&engine, "noop", &noop).unwrap();
+    let text = r.to_string();
+    assert!(
+        text.contains("world: wasm-informer:plugin/event-handler@0.1.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("exports:\n  wasm-informer:plugin/handler@0.1.0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_compilation_cache_lives_in_the_configured_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("wasm-cache");
+    let engine = wasm_informer_runtime::PluginEngine::new(wasm_informer_runtime::EngineConfig {
+        cache_dir: Some(cache_dir.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
+    engine.compile(&noop).unwrap();
+    let entries = || compiled_entries(&cache_dir);
+    let files = wait_for_entries(&cache_dir);
+    // A second compile is served from the cache: no new entry is written.
+    engine.compile(&noop).unwrap();
+    assert_eq!(entries(), files);
+}

@@ -1,0 +1,107 @@
+//! `wasm-informer check`: a non-zero exit with the reason and the file for each
+//! bad component, the world and imports of a good one, manifests resolved to
+//! their `wasm`, and a check that compiles into the config directory's cache.
+
+#[path = "../runtime/tests/check_support/mod.rs"]
+mod check_support;
+
+use std::path::Path;
+use std::process::Command;
+
+use check_support::{bad_cases, compiled_entries, wait_for_entries};
+
+fn cli(file: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
+        .arg("check")
+        .arg(file)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cli_exits_non_zero_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    for (case, path) in bad_cases(dir.path()) {
+        let out = cli(&path);
+        assert!(!out.status.success(), "{case}: exit {:?}", out.status);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: "), "{case}: {err}");
+        assert!(err.contains(&path.display().to_string()), "{case}: {err}");
+    }
+    let out = cli(Path::new(plugin_artifacts::POD_READY_COUNTER));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("world: wasm-informer:plugin/event-handler@0.1.0"),
+        "{text}"
+    );
+    assert!(text.contains("imports:"), "{text}");
+    assert!(text.contains("wasm-informer:plugin/cache@0.1.0"), "{text}");
+
+    // A manifest is resolved to its `wasm`, relative to the manifest.
+    std::fs::copy(plugin_artifacts::NOOP, dir.path().join("noop.wasm")).unwrap();
+    let manifest = dir.path().join("noop.toml");
+    std::fs::write(
+        &manifest,
+        "name = \"noop\"\nwasm = \"noop.wasm\"\nresources = [\"v1/pods\"]\n",
+    )
+    .unwrap();
+    let out = cli(&manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nresources = [\"v1/pods\"]\n").unwrap();
+    let out = cli(&bad);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml") && stderr.contains("key `wasm`: required key is missing"),
+        "{stderr}"
+    );
+}
+
+/// `check DIR/plugins/NAME.toml` compiles into DIR's `cache_dir`, so the host
+/// (an engine with that cache) then loads the component without compiling.
+#[test]
+fn checking_a_manifest_precompiles_into_its_config_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(dir.path().join("host.toml"), "cache_dir = \"compiled\"\n").unwrap();
+    std::fs::copy(plugin_artifacts::NOOP, plugins.join("noop.wasm")).unwrap();
+    let manifest = plugins.join("noop.toml");
+    std::fs::write(
+        &manifest,
+        "name = \"noop\"\nwasm = \"noop.wasm\"\nresources = [\"v1/pods\"]\n",
+    )
+    .unwrap();
+    let cache_dir = dir.path().join("compiled");
+    assert!(compiled_entries(&cache_dir).is_empty());
+    let out = cli(&manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = wait_for_entries(&cache_dir);
+    let engine = wasm_informer_runtime::PluginEngine::new(wasm_informer_runtime::EngineConfig {
+        cache_dir: Some(cache_dir.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    engine
+        .compile(&std::fs::read(plugins.join("noop.wasm")).unwrap())
+        .unwrap();
+    assert_eq!(
+        compiled_entries(&cache_dir),
+        files,
+        "the host's engine found the checked component in the cache"
+    );
+}
