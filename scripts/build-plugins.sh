@@ -21,6 +21,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/target/plugins"
 WIT="$ROOT/wit"
+# The JavaScript, Python and C SDKs still target WIT 0.1, which the host keeps
+# loading beside 0.2.
+WIT_V01="$ROOT/wit/v0.1"
 WORLD="event-handler"
 FORCE=0
 ONLY=()
@@ -103,14 +106,14 @@ build_rust() {
 build_js() {
     local name="$1" dir="$2" out="$3"
     check_js
-    node "$ROOT/sdk/js/build.mjs" "$dir/plugin.js" "$out" --wit "$WIT"
+    node "$ROOT/sdk/js/build.mjs" "$dir/plugin.js" "$out" --wit "$WIT_V01"
 }
 
 build_py() {
     local name="$1" dir="$2" out="$3"
     check_py
     # componentize-py writes its generated bindings into a temporary directory.
-    (cd "$dir" && "$PY_TOOL" -d "$WIT" -w "$WORLD" componentize \
+    (cd "$dir" && "$PY_TOOL" -d "$WIT_V01" -w "$WORLD" componentize \
         -p "$dir" -p "$ROOT/sdk/python" app -o "$out" >/dev/null)
 }
 
@@ -120,7 +123,7 @@ build_c() {
     local gen="$OUT/.c-gen/$name"
     rm -rf "$gen" && mkdir -p "$gen"
     local msg
-    if ! msg="$(wit-bindgen c "$WIT" --world "$WORLD" --out-dir "$gen" 2>&1)"; then
+    if ! msg="$(wit-bindgen c "$WIT_V01" --world "$WORLD" --out-dir "$gen" 2>&1)"; then
         echo "$msg" >&2
         die "$name: wit-bindgen c failed"
     fi

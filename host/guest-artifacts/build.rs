@@ -11,7 +11,9 @@ use std::process::Command;
 /// (cargo package, constant name)
 const GUESTS: &[(&str, &str)] = &[
     ("noop", "NOOP"),
+    ("noop-v01", "NOOP_V01"),
     ("pod-ready-counter", "POD_READY_COUNTER"),
+    ("label-enforcer", "LABEL_ENFORCER"),
     ("spin-forever", "SPIN_FOREVER"),
     ("memory-bomb", "MEMORY_BOMB"),
     ("stack-overflow", "STACK_OVERFLOW"),
@@ -20,6 +22,8 @@ const GUESTS: &[(&str, &str)] = &[
     ("slow", "SLOW"),
     ("sandbox-probe", "SANDBOX_PROBE"),
     ("echo", "ECHO"),
+    ("echo-v01", "ECHO_V01"),
+    ("api-probe", "API_PROBE"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),

@@ -2,8 +2,8 @@
 //!
 //! Job: declare the subcommands and flags (clap derive) so that `main` only
 //! dispatches. `run --config DIR [--sim] [--context C] [--duration SECS]
-//! [--report FILE]`, `sim --listen ADDR --kubeconfig-out FILE`, and
-//! `check FILE.wasm|MANIFEST.toml`.
+//! [--report FILE] [--dry-run]`, `sim --listen ADDR --kubeconfig-out FILE`,
+//! `check FILE.wasm|MANIFEST.toml`, and `rbac --config DIR`.
 //!
 //! Invariant: flag names and meanings are a public contract; they change only
 //! with a note in the changelog.
@@ -34,6 +34,27 @@ pub enum Command {
     /// Validates a plugin component (FILE.wasm) or a manifest and the component
     /// it names (MANIFEST.toml); exits non-zero with the reason.
     Check(CheckArgs),
+    /// Prints the RBAC (ClusterRole, Roles and bindings) that the host's
+    /// ServiceAccount needs for the plugins of a config directory, derived
+    /// from their manifests.
+    Rbac(RbacArgs),
+}
+
+/// Flags of `rbac`.
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// The config directory: DIR/host.toml and DIR/plugins/*.toml.
+    #[arg(long, value_name = "DIR")]
+    pub config: PathBuf,
+    /// The ServiceAccount the host runs as.
+    #[arg(long, value_name = "NAME", default_value = "wasm-informer")]
+    pub service_account: String,
+    /// The ServiceAccount's namespace.
+    #[arg(long, value_name = "NS", default_value = "wasm-informer")]
+    pub namespace: String,
+    /// Name of the ClusterRole, the Roles and their bindings.
+    #[arg(long, value_name = "NAME", default_value = "wasm-informer")]
+    pub name: String,
 }
 
 /// Flags of `run`.
@@ -62,6 +83,10 @@ pub struct RunArgs {
     /// the temporary directory).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig_out: Option<PathBuf>,
+    /// Send every write of every plugin with `dryRun=All`: the API server
+    /// validates and answers, and nothing persists.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Show the per-plugin status table even when stdout is not a terminal
     /// (`always`), or never (`never`).
     #[arg(long, value_name = "WHEN", default_value = "auto")]

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
+use wasm_informer_runtime::capability::kube::{KubeSettings, WriteGrant};
 
 /// Default address of the metrics and health endpoints.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9898";
@@ -626,6 +627,9 @@ pub struct PluginManifest {
     pub config_json: String,
     /// Position of the `name` key, for duplicate-name errors.
     pub name_position: (usize, usize),
+    /// What the plugin may do on the API server (`[[write]]`, `events`,
+    /// `dry_run`) and how its calls are paced and bounded.
+    pub kube: KubeSettings,
 }
 
 impl PluginManifest {
@@ -676,6 +680,130 @@ struct RawManifest {
     memory_mb: Option<Spanned<u64>>,
     resync_seconds: Option<Spanned<u64>>,
     config: Option<toml::Table>,
+    write: Option<Vec<RawWrite>>,
+    events: Option<bool>,
+    dry_run: Option<bool>,
+    write_qps: Option<Spanned<f64>>,
+    write_burst: Option<Spanned<u64>>,
+    write_timeout_ms: Option<Spanned<u64>>,
+    api_time_per_event_ms: Option<Spanned<u64>>,
+}
+
+/// One `[[write]]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWrite {
+    resource: Spanned<String>,
+    subresource: Option<Spanned<String>>,
+    verbs: Spanned<Vec<String>>,
+    namespaces: Option<Spanned<Vec<String>>>,
+}
+
+impl RawWrite {
+    /// Validates one grant; errors point at the field at fault.
+    fn grant(&self, src: &Source<'_>, index: usize) -> Result<WriteGrant, ConfigError> {
+        let key = |f: &str| format!("write[{index}].{f}");
+        check_resource_id(self.resource.get_ref())
+            .map_err(|e| ConfigError::at(src, self.resource.span(), &key("resource"), e))?;
+        if let Some(ns) = &self.namespaces {
+            for n in ns.get_ref() {
+                check_namespace(n)
+                    .map_err(|e| ConfigError::at(src, ns.span(), &key("namespaces"), e))?;
+            }
+        }
+        WriteGrant::new(
+            self.resource.get_ref(),
+            self.subresource.as_ref().map(|s| s.get_ref().as_str()),
+            self.verbs.get_ref(),
+            self.namespaces.as_ref().map(|n| n.get_ref().as_slice()),
+        )
+        .map_err(|e| {
+            let span = match e.field {
+                "subresource" => self
+                    .subresource
+                    .as_ref()
+                    .map(|s| s.span())
+                    .unwrap_or(self.resource.span()),
+                "verbs" => self.verbs.span(),
+                "namespaces" => self
+                    .namespaces
+                    .as_ref()
+                    .map(|s| s.span())
+                    .unwrap_or(self.resource.span()),
+                _ => self.resource.span(),
+            };
+            ConfigError::at(src, span, &key(e.field), e.reason)
+        })
+    }
+}
+
+/// The manifest's API settings over the runtime's defaults.
+fn kube_settings(src: &Source<'_>, raw: &RawManifest) -> Result<KubeSettings, ConfigError> {
+    let mut k = KubeSettings::default();
+    for (i, w) in raw.write.iter().flatten().enumerate() {
+        let g = w.grant(src, i)?;
+        if k.grants
+            .iter()
+            .any(|x| x.resource == g.resource && x.subresource == g.subresource)
+        {
+            return Err(ConfigError::at(
+                src,
+                w.resource.span(),
+                &format!("write[{i}].resource"),
+                format!(
+                    "{:?}{} has two [[write]] tables; merge them into one",
+                    g.resource,
+                    g.subresource
+                        .as_deref()
+                        .map(|s| format!(" (subresource {s})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        k.grants.push(g);
+    }
+    k.events = raw.events.unwrap_or(false);
+    k.dry_run = raw.dry_run.unwrap_or(false);
+    if let Some(q) = &raw.write_qps {
+        let v = *q.get_ref();
+        if !(0.0..=10_000.0).contains(&v) || v.is_nan() {
+            return Err(ConfigError::at(
+                src,
+                q.span(),
+                "write_qps",
+                format!("{v} is out of range: must be between 0 (no limit) and 10000"),
+            ));
+        }
+        k.write_qps = v;
+    }
+    let ranged = |v: &Option<Spanned<u64>>, name: &str, min: u64, max: u64| match v {
+        Some(s) if *s.get_ref() < min || *s.get_ref() > max => Err(ConfigError::at(
+            src,
+            s.span(),
+            name,
+            format!(
+                "{} is out of range: must be between {min} and {max}",
+                s.get_ref()
+            ),
+        )),
+        Some(s) => Ok(Some(*s.get_ref())),
+        None => Ok(None),
+    };
+    if let Some(b) = ranged(&raw.write_burst, "write_burst", 1, 100_000)? {
+        k.write_burst = b as u32;
+    }
+    if let Some(t) = ranged(&raw.write_timeout_ms, "write_timeout_ms", 1, 600_000)? {
+        k.write_timeout = std::time::Duration::from_millis(t);
+    }
+    if let Some(t) = ranged(
+        &raw.api_time_per_event_ms,
+        "api_time_per_event_ms",
+        1,
+        3_600_000,
+    )? {
+        k.api_time_per_event = std::time::Duration::from_millis(t);
+    }
+    Ok(k)
 }
 
 impl PluginManifest {
@@ -689,6 +817,7 @@ impl PluginManifest {
     pub fn parse(path: &Path, text: &str, defaults: &Limits) -> Result<Self, ConfigError> {
         let src = Source { path, text };
         let raw: RawManifest = parse(&src)?;
+        let kube = kube_settings(&src, &raw)?;
         let pos = |span: Range<usize>| line_col(text, span.start);
 
         check_plugin_name(raw.name.get_ref())
@@ -800,6 +929,7 @@ impl PluginManifest {
             read,
             limits,
             config_json,
+            kube,
         })
     }
 }

@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 
 use crate::config::{ConfigDir, ConfigError, PluginManifest};
 use crate::drain::{Drain, DrainGate};
+use crate::kube_api::KubeApi;
 use crate::metrics::Observe;
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
 use crate::report::{InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
@@ -38,9 +39,23 @@ use kube_informer::reflector::ReflectorConfig;
 use kube_informer::HandlerOptions;
 use kube_informer::Registration;
 use kube_informer::{InformerConfig, InformerError, InformerLease, InformerRegistry};
+use wasm_informer_runtime::capability::api::ClusterApi;
+use wasm_informer_runtime::capability::kube::Grants;
 use wasm_informer_runtime::{
-    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec, PluginStatus,
+    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+    PluginStatus,
 };
+
+/// The hostname and the process id, so that processes on one machine differ.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}-{}", std::process::id())
+}
 
 /// One subscription of a plugin version: a runner behind a listener.
 struct Part {
@@ -156,6 +171,11 @@ pub struct HostOptions {
     pub rescan_every: Option<Duration>,
     /// File-watch debounce.
     pub debounce: Option<Duration>,
+    /// Every write of every plugin is a dry run (`run --dry-run`).
+    pub dry_run: bool,
+    /// The host's identity, reported as the `reportingInstance` of Events
+    /// (default: the hostname and the process id).
+    pub identity: Option<String>,
 }
 
 /// The running host.
@@ -170,6 +190,13 @@ pub struct Host {
     watch: Mutex<Option<crate::reload::ConfigWatcher>>,
     reload_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     options: HostOptions,
+    /// Plugin API calls, with the host's credentials.
+    api: Arc<dyn ClusterApi>,
+    /// Each plugin's API grants, by plugin name: shared by every version of a
+    /// plugin, so a reload that changes them applies at once to the version
+    /// still draining too.
+    grants: Mutex<BTreeMap<String, Grants>>,
+    identity: String,
 }
 
 impl std::fmt::Debug for Host {
@@ -220,6 +247,8 @@ impl Host {
             },
             ..InformerConfig::default()
         };
+        let api: Arc<dyn ClusterApi> =
+            KubeApi::new(client.clone(), tokio::runtime::Handle::current());
         let registry = InformerRegistry::new(client, informer_config);
         for (resource, indexes) in &config.host.indexers {
             for ix in indexes {
@@ -252,7 +281,10 @@ impl Host {
             _prewarm: Mutex::new(prewarm),
             watch: Mutex::new(None),
             reload_task: Mutex::new(None),
+            identity: options.identity.clone().unwrap_or_else(default_identity),
             options,
+            api,
+            grants: Mutex::new(BTreeMap::new()),
         }))
     }
 
@@ -483,6 +515,7 @@ impl Host {
                 memory_mb: manifest.limits.memory_mb,
                 ..PluginLimits::default()
             },
+            kube: manifest.kube.clone(),
         };
         let engine = self.engine.clone();
         let wasm = manifest.wasm.clone();
@@ -517,16 +550,39 @@ impl Host {
             ),
         };
         let cache: Arc<dyn CacheView> = self.registry.clone();
+        // The new grants apply from here on, to every version of the plugin
+        // (so a revoked grant is refused before the new version's first
+        // event, even to the old version while it drains); a version that
+        // fails to load puts the old grants back.
+        let grants = self
+            .grants
+            .lock()
+            .entry(manifest.name.clone())
+            .or_default()
+            .clone();
+        let before = grants.current();
+        grants.replace(manifest.kube.clone());
+        let restore = |e: String| {
+            grants.replace((*before).clone());
+            e
+        };
+        let services = HostServices {
+            cache,
+            api: Some(self.api.clone()),
+            grants: grants.clone(),
+            dry_run: self.options.dry_run,
+            identity: self.identity.clone(),
+        };
         let mut parts = Vec::new();
         for r in &manifest.resources {
             let runner = PluginRunner::start_with_status(
                 self.engine.clone(),
                 loaded.clone(),
-                cache.clone(),
+                services.clone(),
                 Some(status.clone()),
             )
             .await
-            .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+            .map_err(|e| restore(one_line(&format!("{}: {e}", manifest.wasm.display()))))?;
             let drain = Drain::new();
             let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
             let lc = HandlerOptions {
@@ -542,9 +598,11 @@ impl Host {
                 .add_handler(&r.value, handler, lc)
                 .await
                 .map_err(|e| {
-                    manifest
-                        .error_at(r.position, "resources", informer_reason(&e))
-                        .to_string()
+                    restore(
+                        manifest
+                            .error_at(r.position, "resources", informer_reason(&e))
+                            .to_string(),
+                    )
                 })?;
             parts.push(Part {
                 stats: handle.stats(),

@@ -13,6 +13,7 @@ pub mod config;
 
 // Supervision: plugins to listeners, switch-over, reload, shutdown.
 pub mod host;
+pub mod kube_api;
 pub mod reload;
 pub mod drain;
 
@@ -20,6 +21,9 @@ pub mod drain;
 pub mod report;
 pub mod metrics;
 pub mod status;
+
+// What the host needs from the cluster.
+pub mod rbac;
 
 // Running without a cluster, and the command line.
 pub mod sim;

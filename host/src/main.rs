@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use wasm_informer::cli::{CheckArgs, Cli, Command, RunArgs, SimArgs, StatusMode};
+use wasm_informer::cli::{CheckArgs, Cli, Command, RbacArgs, RunArgs, SimArgs, StatusMode};
 use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::{MetricsServer, Observe};
@@ -165,7 +165,14 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         kube_client(args.context.as_deref()).await?
     };
 
-    let host = Host::new(config.clone(), client, HostOptions::default())
+    let options = HostOptions {
+        dry_run: args.dry_run,
+        ..HostOptions::default()
+    };
+    if args.dry_run {
+        eprintln!("wasm-informer: dry run: every plugin write is sent with dryRun=All");
+    }
+    let host = Host::new(config.clone(), client, options)
         .await
         .map_err(Failure::config)?;
     // Metrics first, so /readyz answers (not ready) while plugins compile.
@@ -309,11 +316,23 @@ fn check(args: CheckArgs) -> Result<String, Failure> {
         .map_err(Failure::config)
 }
 
+/// Prints the RBAC a config directory's plugins need.
+fn rbac(args: RbacArgs) -> Result<String, Failure> {
+    let config = ConfigDir::open(&args.config).map_err(Failure::config)?;
+    let names = wasm_informer::rbac::RbacNames {
+        name: args.name,
+        service_account: args.service_account,
+        namespace: args.namespace,
+    };
+    wasm_informer::rbac::for_config_dir(&config, &names).map_err(Failure::config)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let result = match cli.command {
         Command::Check(a) => check(a).map(|report| print!("{report}")),
+        Command::Rbac(a) => rbac(a).map(|yaml| print!("{yaml}")),
         Command::Run(a) => runtime().and_then(|rt| rt.block_on(run(a))),
         Command::Sim(a) => runtime().and_then(|rt| rt.block_on(sim(a))),
     };

@@ -764,7 +764,7 @@ impl Reflector {
 }
 
 /// Reads a whole response body, up to `max` bytes.
-async fn read_all(mut body: Body, max: usize) -> Result<Vec<u8>, String> {
+pub async fn read_all(mut body: Body, max: usize) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
         let frame = frame.map_err(|e| e.to_string())?;

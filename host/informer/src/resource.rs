@@ -285,6 +285,28 @@ impl ResourceSpec {
         format!("{prefix}/namespaces/{namespace}/{}", self.id.plural)
     }
 
+    /// The path of one object (or its subresource), for example
+    /// `/api/v1/namespaces/ns/pods/web/status`. A namespace given for a
+    /// cluster-scoped resource is ignored.
+    pub fn object_path(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+    ) -> String {
+        let mut p = match namespace {
+            Some(ns) => self.namespaced_path(ns),
+            None => self.collection_path(),
+        };
+        p.push('/');
+        p.push_str(&encode_query_value(name));
+        if let Some(s) = subresource {
+            p.push('/');
+            p.push_str(s);
+        }
+        p
+    }
+
     #[cfg(feature = "client")]
     /// A GET request for the collection with the given query pairs (already
     /// percent-safe values are escaped again here).
@@ -303,9 +325,9 @@ impl ResourceSpec {
     }
 }
 
-#[cfg(feature = "client")]
-/// Percent-encodes a query value (RFC 3986 unreserved characters pass through).
-fn encode_query_value(v: &str) -> String {
+/// Percent-encodes a query value or a path segment (RFC 3986 unreserved
+/// characters pass through).
+pub fn encode_query_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for b in v.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

@@ -1,13 +1,14 @@
 //! Benchmark of the plugin call path: events per second into a no-op Rust
-//! plugin with a 3 KB pod event, fuel metering and the epoch deadline on.
+//! plugin of each world (0.2, which gets object handles, and 0.1, into which
+//! the host lowers the whole event), with a 3 KB pod event, fuel metering and
+//! the epoch deadline on.
 //!
-//! Run: `cargo run --release -p wasm-informer --example runtime_bench`
+//! Run: `cargo run --release -p wasm-informer-runtime --example runtime_bench`
 //! (optionally `-- EVENTS`). It reports:
-//! - sync: `PluginInstance::handle` on this thread (conversion + call);
-//! - call only: the call with an event converted once (and with a tiny event,
-//!   the fixed cost of a call);
-//! - runner: through `PluginRunner` (the plugin's own thread, a channel and a
-//!   oneshot per event), as a listener drives it;
+//! - sync: `PluginInstance::handle` on this thread, for an add, an update
+//!   (two objects) and a tiny object;
+//! - runner: through `PluginRunner` (the plugin's own thread), as a listener
+//!   drives it;
 //! - instantiation time with the on-demand and the pooling allocator.
 
 use std::sync::Arc;
@@ -17,10 +18,11 @@ use kube_informer::cache_view::{CacheError, CacheView};
 use kube_informer::handler::{Delivery, Handler};
 use kube_informer::notification::{EventKind, Notification};
 use kube_informer::object::{Object, ObjectRef, Transform};
+use wasm_informer_runtime::host_state::Granted;
 use wasm_informer_runtime::log_sink::LogSink;
 use wasm_informer_runtime::{
-    convert, CallOutcome, EngineConfig, LoadedPlugin, LogLimits, PluginEngine, PluginInstance,
-    PluginRunner, PluginSpec, PluginStatus,
+    CallOutcome, EngineConfig, LoadedPlugin, LogLimits, PluginEngine, PluginInstance, PluginRunner,
+    PluginSpec, PluginStatus,
 };
 
 struct EmptyCache;
@@ -138,6 +140,23 @@ fn main() {
         final_state_unknown: false,
     };
     let wasm = std::fs::read(plugin_artifacts::NOOP).unwrap();
+    let wasm_v01 = std::fs::read(plugin_artifacts::NOOP_V01).unwrap();
+    // An update carries the old object too: 0.1 lowers both, 0.2 lends both.
+    let update = Notification {
+        old: Some(obj.clone()),
+        ..n.clone()
+    };
+    let tiny = Arc::new(
+        Object::from_json(
+            br#"{"metadata":{"name":"t","namespace":"n"}}"#,
+            &Transform::default(),
+        )
+        .unwrap(),
+    );
+    let tiny = Notification {
+        object: tiny,
+        ..n.clone()
+    };
 
     for pooling in [false, true] {
         let engine = PluginEngine::new(EngineConfig {
@@ -145,69 +164,48 @@ fn main() {
             ..EngineConfig::default()
         })
         .unwrap();
-        let plugin = LoadedPlugin::from_bytes(&engine, PluginSpec::new("noop"), &wasm).unwrap();
-        let status = Arc::new(PluginStatus::new("noop"));
-        let log = Arc::new(LogSink::new("noop".into(), LogLimits::default(), status));
-        let cache: Arc<dyn CacheView> = Arc::new(EmptyCache);
         let label = if pooling { "pooling" } else { "on-demand" };
+        for (world, bytes) in [("0.2", &wasm), ("0.1", &wasm_v01)] {
+            let plugin = LoadedPlugin::from_bytes(&engine, PluginSpec::new("noop"), bytes).unwrap();
+            let status = Arc::new(PluginStatus::new("noop"));
+            let log = Arc::new(LogSink::new("noop".into(), LogLimits::default(), status));
+            let cache: Arc<dyn CacheView> = Arc::new(EmptyCache);
+            let granted = || Granted::cache_only(&plugin, cache.clone(), log.clone());
 
-        let k = 200;
-        let t = Instant::now();
-        for _ in 0..k {
-            drop(PluginInstance::start(&engine, &plugin, cache.clone(), log.clone()).unwrap());
+            let k = 200;
+            let t = Instant::now();
+            for _ in 0..k {
+                drop(PluginInstance::start(&engine, &plugin, granted()).unwrap());
+            }
+            let inst = t.elapsed() / k;
+            println!(
+                "[{label} {world}] instantiate + init: {:.1} us",
+                inst.as_secs_f64() * 1e6
+            );
+
+            let mut i = PluginInstance::start(&engine, &plugin, granted()).unwrap();
+            for (what, ev) in [
+                ("3 KB added", &n),
+                ("3 KB updated", &update),
+                ("tiny", &tiny),
+            ] {
+                for _ in 0..10_000 {
+                    assert_eq!(i.handle(ev), CallOutcome::Ok);
+                }
+                let r = measure(events, || {
+                    for _ in 0..events {
+                        if i.handle(ev) != CallOutcome::Ok {
+                            panic!("noop failed");
+                        }
+                    }
+                });
+                println!("[{label} {world}] sync handle, {what:<12}: {r}");
+                println!(
+                    "[{label} {world}] fuel per event, {what}: {}",
+                    i.fuel_consumed()
+                );
+            }
         }
-        let inst = t.elapsed() / k;
-        println!(
-            "[{label}] instantiate + init: {:.1} us",
-            inst.as_secs_f64() * 1e6
-        );
-
-        let mut i = PluginInstance::start(&engine, &plugin, cache.clone(), log.clone()).unwrap();
-        for _ in 0..10_000 {
-            assert_eq!(i.handle(&n), CallOutcome::Ok);
-        }
-        let r = measure(events, || {
-            for _ in 0..events {
-                if i.handle(&n) != CallOutcome::Ok {
-                    panic!("noop failed");
-                }
-            }
-        });
-        println!("[{label}] sync handle (convert + call): {r}");
-        println!("[{label}] fuel per event: {}", i.fuel_consumed());
-
-        let ev = convert::event(&n);
-        let r = measure(events, || {
-            for _ in 0..events {
-                if i.call(&ev) != CallOutcome::Ok {
-                    panic!("noop failed");
-                }
-            }
-        });
-        println!("[{label}] call only (pre-converted):    {r}");
-
-        // The fixed cost of a call: an event with a tiny object (no labels,
-        // annotations or owners, 40 bytes of JSON).
-        let tiny = Arc::new(
-            Object::from_json(
-                br#"{"metadata":{"name":"t","namespace":"n"}}"#,
-                &Transform::default(),
-            )
-            .unwrap(),
-        );
-        let ev = convert::event(&Notification {
-            object: tiny,
-            ..n.clone()
-        });
-        let r = measure(events, || {
-            for _ in 0..events {
-                if i.call(&ev) != CallOutcome::Ok {
-                    panic!("noop failed");
-                }
-            }
-        });
-        println!("[{label}] call only, tiny event:        {r}");
-        println!("[{label}] fuel per tiny event: {}", i.fuel_consumed());
     }
 
     let engine = PluginEngine::new(EngineConfig::default()).unwrap();

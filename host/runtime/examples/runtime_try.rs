@@ -12,6 +12,7 @@ use std::time::Instant;
 use kube_informer::cache_view::{CacheError, CacheView};
 use kube_informer::notification::{EventKind, Notification};
 use kube_informer::object::{Object, ObjectRef, Transform};
+use wasm_informer_runtime::host_state::Granted;
 use wasm_informer_runtime::log_sink::LogSink;
 use wasm_informer_runtime::{
     CallOutcome, EngineConfig, LoadedPlugin, LogLimits, PluginEngine, PluginInstance, PluginSpec,
@@ -70,8 +71,11 @@ fn main() {
     let status = Arc::new(PluginStatus::new("try"));
     let log = Arc::new(LogSink::new("try".into(), LogLimits::default(), status));
     let t = Instant::now();
-    let mut inst = match PluginInstance::start(&engine, &plugin, Arc::new(OnePod(pod.clone())), log)
-    {
+    let mut inst = match PluginInstance::start(
+        &engine,
+        &plugin,
+        Granted::cache_only(&plugin, Arc::new(OnePod(pod.clone())), log),
+    ) {
         Ok(i) => i,
         Err(e) => {
             println!("start failed: {e}");

@@ -6,9 +6,11 @@
 //! (`wasi:cli/imports`: every `wasi:cli`, `wasi:clocks`, `wasi:filesystem`,
 //! `wasi:io`, `wasi:random` and `wasi:sockets` interface; sockets and files are
 //! present so that JavaScript and Python runtimes link, but an instance is
-//! granted no preopened directory and no network) plus
-//! `wasm-informer:plugin/{types,cache,log}@0.1.0`. Anything else, for example
-//! `wasi:http` or `wasi:keyvalue`, is rejected by name.
+//! granted no preopened directory and no network) plus the interfaces of our
+//! package that the component's world may import (0.1: `types`, `cache`,
+//! `log`; 0.2: also `kube` and `events`). Anything else, for example
+//! `wasi:http` or `wasi:keyvalue`, is rejected by name. The report says which
+//! world, and so which version of the package, the component targets.
 //!
 //! Invariant: every failure is a distinct [`CheckError`] variant whose message
 //! names the file and the reason; a component that passes compiles and links
@@ -19,8 +21,22 @@ use std::path::Path;
 
 use wasmparser::{Encoding, Parser, Payload, Validator, WasmFeatures};
 
-use super::bindings::{EventHandlerPre, HANDLER_EXPORT, PACKAGE, PACKAGE_VERSION, WORLD};
 use super::engine::PluginEngine;
+use super::world::{v0_1, v0_2, World, PACKAGE};
+
+/// The worlds, as named in messages.
+fn worlds() -> String {
+    World::ALL
+        .iter()
+        .map(|w| w.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The versions of our package the host implements, as named in messages.
+fn versions() -> String {
+    World::versions().join(" and ")
+}
 
 /// WASI 0.2 interfaces the linker provides (any `0.2.x` version).
 pub const PROVIDED_WASI: &[&str] = &[
@@ -53,16 +69,16 @@ pub const PROVIDED_WASI: &[&str] = &[
     "wasi:sockets/ip-name-lookup",
 ];
 
-/// Interfaces of our own package a plugin may import.
-pub const PROVIDED_OWN: &[&str] = &["types", "cache", "log"];
-
 /// What a valid plugin looks like.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckReport {
     /// The file checked.
     pub path: String,
-    /// The world it targets.
+    /// The world it targets, for example
+    /// `wasm-informer:plugin/event-handler@0.2.0`.
     pub world: String,
+    /// The version of the WIT package it was built against.
+    pub version: String,
     /// Top-level imports, as `package:ns/interface@version`.
     pub imports: Vec<String>,
     /// Top-level exports.
@@ -75,6 +91,7 @@ impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}: ok ({} bytes)", self.path, self.size_bytes)?;
         writeln!(f, "world: {}", self.world)?;
+        writeln!(f, "version: {}", self.version)?;
         writeln!(f, "imports:")?;
         for i in &self.imports {
             writeln!(f, "  {i}")?;
@@ -88,6 +105,8 @@ impl fmt::Display for CheckReport {
 }
 
 /// Why a file is not a usable plugin.
+// Each variant's message says what it means; the fields are named in it.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CheckError {
     #[error("{path}: cannot read file: {reason}")]
@@ -95,8 +114,9 @@ pub enum CheckError {
     #[error("{path}: not a WebAssembly file (it does not start with the `\\0asm` magic bytes)")]
     NotWasm { path: String },
     #[error(
-        "{path}: a core WebAssembly module, not a component; build a component for the world \
-         {WORLD} (a Rust cdylib for wasm32-wasip2 is one already)"
+        "{path}: a core WebAssembly module, not a component; build a component for one of the \
+         worlds {} (a Rust cdylib for wasm32-wasip2 is one already)",
+        worlds()
     )]
     CoreModule { path: String },
     #[error("{path}: truncated: the file ends in the middle of the binary ({detail})")]
@@ -105,21 +125,28 @@ pub enum CheckError {
     Invalid { path: String, detail: String },
     #[error(
         "{path}: built against {found}, but this host implements \
-         {PACKAGE}@{PACKAGE_VERSION}; rebuild it against the host's WIT"
+         {PACKAGE} versions {}; rebuild it against the host's WIT",
+        versions()
     )]
     WrongVersion { path: String, found: String },
     #[error(
-        "{path}: not a plugin for the world {WORLD}: it does not export {HANDLER_EXPORT} \
-         (its exports: {exports})"
+        "{path}: not a plugin of any world this host runs ({}): it exports none of their \
+         interfaces (its exports: {exports})",
+        worlds()
     )]
     WrongWorld { path: String, exports: String },
     #[error(
         "{path}: imports interfaces the host does not provide: {imports} (the host provides \
-         WASI 0.2 cli/clocks/filesystem/io/random/sockets and {PACKAGE}/{{types,cache,log}}@{PACKAGE_VERSION})"
+         WASI 0.2 cli/clocks/filesystem/io/random/sockets, {PACKAGE}/{{types,cache,log}}@0.1.0 \
+         and {PACKAGE}/{{types,cache,log,kube,events}}@0.2.0)"
     )]
     UnsupportedImports { path: String, imports: String },
-    #[error("{path}: exports {HANDLER_EXPORT} with the wrong functions or types: {detail}")]
-    BadExports { path: String, detail: String },
+    #[error("{path}: exports {export} with the wrong functions or types: {detail}")]
+    BadExports {
+        path: String,
+        export: String,
+        detail: String,
+    },
     #[error("{path}: does not link against the host: {detail}")]
     Link { path: String, detail: String },
     #[error("{path}: cannot compile: {detail}")]
@@ -144,14 +171,15 @@ fn split_version(name: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Whether the host's linker provides the import `name`.
-pub fn is_provided(name: &str) -> bool {
+/// Whether the host's linker provides the import `name` to a component of
+/// `world`.
+pub fn is_provided(world: World, name: &str) -> bool {
     let (iface, version) = split_version(name);
     if let Some(own) = iface
         .strip_prefix(PACKAGE)
         .and_then(|r| r.strip_prefix('/'))
     {
-        return version == Some(PACKAGE_VERSION) && PROVIDED_OWN.contains(&own);
+        return version == Some(world.version()) && world.own_imports().contains(&own);
     }
     PROVIDED_WASI.contains(&iface) && version.is_some_and(|v| v.starts_with("0.2."))
 }
@@ -237,18 +265,19 @@ pub fn check_bytes(
         .validate_all(bytes)
         .map_err(|e| parse_error(path, e))?;
 
+    let known = World::versions();
     if let Some(found) = imports
         .iter()
         .chain(exports.iter())
         .filter_map(|n| own_package_version(n).map(|v| (n, v)))
-        .find(|(_, v)| *v != PACKAGE_VERSION)
+        .find(|(_, v)| !known.contains(v))
     {
         return Err(CheckError::WrongVersion {
             path: p(),
             found: format!("{PACKAGE}@{} (in `{}`)", found.1, found.0),
         });
     }
-    if !exports.iter().any(|e| e == HANDLER_EXPORT) {
+    let Some(world) = World::detect(&exports) else {
         return Err(CheckError::WrongWorld {
             path: p(),
             exports: if exports.is_empty() {
@@ -257,11 +286,11 @@ pub fn check_bytes(
                 exports.join(", ")
             },
         });
-    }
+    };
     let unsupported: Vec<&str> = imports
         .iter()
         .map(String::as_str)
-        .filter(|i| !is_provided(i))
+        .filter(|i| !is_provided(world, i))
         .collect();
     if !unsupported.is_empty() {
         return Err(CheckError::UnsupportedImports {
@@ -281,13 +310,20 @@ pub fn check_bytes(
             path: p(),
             detail: format!("{e:?}"),
         })?;
-    EventHandlerPre::new(pre).map_err(|e| CheckError::BadExports {
+    let bad_exports = |e: wasmtime::Error| CheckError::BadExports {
         path: p(),
+        export: world.export(),
         detail: format!("{e:?}"),
-    })?;
+    };
+    match world {
+        World::EventHandlerV01 => drop(v0_1::EventHandlerPre::new(pre).map_err(bad_exports)?),
+        World::EventHandlerV02 => drop(v0_2::EventHandlerPre::new(pre).map_err(bad_exports)?),
+        World::ControllerV02 => drop(v0_2::ControllerPre::new(pre).map_err(bad_exports)?),
+    }
     Ok(CheckReport {
         path: p(),
-        world: WORLD.to_string(),
+        world: world.name(),
+        version: world.version().to_string(),
         imports,
         exports,
         size_bytes: bytes.len(),
@@ -300,16 +336,26 @@ mod tests {
 
     #[test]
     fn provided_imports_follow_the_linker() {
-        assert!(is_provided("wasi:cli/environment@0.2.0"));
-        assert!(is_provided("wasi:io/streams@0.2.6"));
-        assert!(is_provided("wasi:sockets/tcp@0.2.3"));
-        assert!(is_provided("wasm-informer:plugin/cache@0.1.0"));
-        assert!(!is_provided("wasm-informer:plugin/cache@0.2.0"));
-        assert!(!is_provided("wasm-informer:plugin/handler@0.1.0"));
-        assert!(!is_provided("wasi:http/outgoing-handler@0.2.4"));
-        assert!(!is_provided("wasi:http/types@0.2.4"));
-        assert!(!is_provided("wasi:cli/environment@0.3.0"));
-        assert!(!is_provided("wasi:keyvalue/store@0.2.0-draft"));
+        let v1 = World::EventHandlerV01;
+        let v2 = World::EventHandlerV02;
+        assert!(is_provided(v1, "wasi:cli/environment@0.2.0"));
+        assert!(is_provided(v1, "wasi:io/streams@0.2.6"));
+        assert!(is_provided(v1, "wasi:sockets/tcp@0.2.3"));
+        assert!(is_provided(v1, "wasm-informer:plugin/cache@0.1.0"));
+        assert!(!is_provided(v1, "wasm-informer:plugin/cache@0.2.0"));
+        assert!(!is_provided(v1, "wasm-informer:plugin/kube@0.1.0"));
+        assert!(is_provided(v2, "wasm-informer:plugin/cache@0.2.0"));
+        assert!(is_provided(v2, "wasm-informer:plugin/kube@0.2.0"));
+        assert!(is_provided(
+            World::ControllerV02,
+            "wasm-informer:plugin/events@0.2.0"
+        ));
+        assert!(!is_provided(v2, "wasm-informer:plugin/cache@0.1.0"));
+        assert!(!is_provided(v1, "wasm-informer:plugin/handler@0.1.0"));
+        assert!(!is_provided(v2, "wasi:http/outgoing-handler@0.2.4"));
+        assert!(!is_provided(v2, "wasi:http/types@0.2.4"));
+        assert!(!is_provided(v1, "wasi:cli/environment@0.3.0"));
+        assert!(!is_provided(v1, "wasi:keyvalue/store@0.2.0-draft"));
     }
 
     #[test]

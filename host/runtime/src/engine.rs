@@ -4,8 +4,9 @@
 //! instantiated against.
 //!
 //! Invariant: the linker provides exactly WASI 0.2 (`wasi:cli/imports`: cli,
-//! clocks, filesystem, io, random, sockets) and the world's `cache` and `log`
-//! imports, nothing else. WASI resources are granted per instance by
+//! clocks, filesystem, io, random, sockets) and the imports of every world of
+//! ours (0.1: `cache`, `log`; 0.2: `types`, `cache`, `log`, `kube`, `events`),
+//! nothing else. WASI resources are granted per instance by
 //! [`HostState`], which grants none. The epoch advances every
 //! [`EngineConfig::epoch_tick`] for as long as the engine lives.
 
@@ -15,13 +16,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{
     Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, OptLevel,
     PoolingAllocationConfig, Strategy,
 };
 
-use super::bindings::EventHandler;
 use super::host_state::HostState;
 use super::log_sink::LogLimits;
 
@@ -60,6 +60,8 @@ impl Default for EngineConfig {
 }
 
 /// Why the engine could not be built, or a component not compiled.
+// Each variant's message says what it means; the fields are named in it.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("cannot configure the Wasm engine: {0:?}")]
@@ -137,8 +139,7 @@ impl PluginEngine {
 
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(EngineError::Config)?;
-        EventHandler::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
-            .map_err(EngineError::Config)?;
+        crate::capability::add_to_linker(&mut linker).map_err(EngineError::Config)?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {

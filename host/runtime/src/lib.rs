@@ -1,41 +1,77 @@
-//! The plugin runtime: sandboxed WebAssembly components for the WIT world
-//! `wasm-informer:plugin/event-handler@0.1.0`, each with its own fuel budget,
-//! wall-clock deadline and memory cap per event, restarted with backoff after a
-//! trap and quarantined after repeated failures.
+//! The wasm-informer plugin runtime: WebAssembly components as Kubernetes
+//! event handlers and controllers, each sandboxed with its own fuel budget,
+//! wall-clock deadline and memory cap per call, restarted with backoff after
+//! a trap and quarantined after repeated failures, and able to act on the
+//! cluster only through the capabilities its manifest grants.
 //!
 //! The flow for one plugin: [`PluginEngine`] (shared) compiles and links a
-//! component into a [`LoadedPlugin`]; a [`PluginRunner`] owns a dedicated
-//! thread with one [`PluginInstance`] and implements
-//! [`kube_informer::handler::Handler`] for the plugin's listener; every call ends in a
-//! [`CallOutcome`]; [`PluginStatus`] exposes counters and state;
-//! [`check`] validates a component file without running it.
+//! component into a [`LoadedPlugin`], detecting its [`World`] (0.1 or 0.2
+//! event handler, 0.2 controller); a [`PluginRunner`] owns one
+//! [`PluginInstance`] on the plugin's own thread and implements
+//! [`kube_informer::Handler`] for the plugin's listener; every call ends in a
+//! [`CallOutcome`]; [`PluginStatus`] exposes counters and state; [`check`]
+//! validates a component file without running it.
 //!
-//! Invariant (I7): nothing a plugin does — trap, loop, exhaust memory, overflow
-//! its stack, flood its log, sleep — affects the host or another plugin beyond
-//! the plugin's own thread and caps.
+//! What a plugin may reach is one [`capability`] each: the cache (`read`),
+//! the log, the Kubernetes API (`[[write]]`) and Events (`events = true`).
+//! The runtime knows nothing of HTTP: it reaches the cache through
+//! [`kube_informer::CacheView`] and the API server through
+//! [`capability::api::ClusterApi`], both implemented by the host.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # fn demo(cache: Arc<dyn kube_informer::CacheView>, pods: Arc<kube_informer::processor::Processor>) -> Result<(), Box<dyn std::error::Error>> {
+//! use kube_informer::HandlerOptions;
+//! use wasm_informer_runtime::{EngineConfig, LoadedPlugin, PluginEngine, PluginRunner, PluginSpec};
+//!
+//! let engine = PluginEngine::new(EngineConfig::default())?;
+//! let mut spec = PluginSpec::new("pod-counter");
+//! spec.read = vec!["v1/pods".into()];
+//! let plugin = LoadedPlugin::from_file(&engine, spec, "pod-counter.wasm".as_ref())?;
+//! # let rt = tokio::runtime::Runtime::new()?;
+//! # rt.block_on(async {
+//! // Runs `init`, then handles events on the plugin's own thread.
+//! let runner = PluginRunner::start(engine, plugin, cache).await?;
+//! let registration = pods.add_handler(runner, HandlerOptions::named("pod-counter"))?;
+//! # let _ = registration; Ok::<_, Box<dyn std::error::Error>>(()) })?;
+//! # Ok(()) }
+//! ```
+//!
+//! Invariant (I7): nothing a plugin does — trap, loop, exhaust memory,
+//! overflow its stack, flood its log, sleep, wait on a slow API server —
+//! affects the host or another plugin beyond the plugin's own thread and caps.
 
-pub mod bindings;
-pub mod check;
-pub mod convert;
+#![warn(missing_docs)]
+
+// What a plugin is built against, and how it is compiled and loaded.
+pub mod world;
 pub mod engine;
-pub mod host_imports;
-pub mod host_state;
-pub mod instance;
-pub mod limiter;
-pub mod limits;
-pub mod log_sink;
-pub mod outcome;
 pub mod plugin;
+pub mod limits;
+pub mod check;
+
+// One instance and what its calls may reach.
+pub mod host_state;
+pub mod capability;
+pub mod limiter;
+pub mod log_sink;
+pub mod stdio;
+pub mod rate;
+pub mod instance;
+pub mod outcome;
+
+// Running a plugin behind a listener.
 pub mod runner;
 pub mod status;
-pub mod stdio;
 
+pub use capability::HostServices;
 pub use check::{check_bytes, check_file, CheckError, CheckReport};
 pub use engine::{EngineConfig, EngineError, PluginEngine};
-pub use instance::{PluginInstance, StartError};
+pub use instance::{PluginInstance, ReconcileOutcome, ReconcileRequest, StartError};
 pub use limits::PluginLimits;
 pub use log_sink::LogLimits;
 pub use outcome::{CallOutcome, PluginTrap, TrapKind};
 pub use plugin::{LoadError, LoadedPlugin, PluginSpec};
 pub use runner::PluginRunner;
 pub use status::{PluginState, PluginStatus, StatusSnapshot};
+pub use world::World;

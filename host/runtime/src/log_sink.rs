@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::rate::TokenBucket;
 use super::status::PluginStatus;
 
 /// Longest line kept; longer lines are cut and marked with `…`.
@@ -39,23 +40,26 @@ impl Default for LogLimits {
 /// Severity of a plugin log line (mirrors the WIT `log.level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {
+    /// Finest detail.
     Trace,
+    /// Debugging detail.
     Debug,
+    /// Normal operation.
     Info,
+    /// Something unexpected that the plugin handled.
     Warn,
+    /// A failure.
     Error,
 }
 
 struct Bucket {
-    tokens: f64,
-    last: Instant,
+    tokens: TokenBucket,
     dropped_since_emit: u64,
 }
 
 /// The rate-limited log of one plugin.
 pub struct LogSink {
     plugin: Arc<str>,
-    limits: LogLimits,
     bucket: Mutex<Bucket>,
     status: Arc<PluginStatus>,
 }
@@ -73,10 +77,8 @@ impl LogSink {
     pub fn new(plugin: Arc<str>, limits: LogLimits, status: Arc<PluginStatus>) -> Self {
         Self {
             plugin,
-            limits,
             bucket: Mutex::new(Bucket {
-                tokens: limits.burst,
-                last: Instant::now(),
+                tokens: TokenBucket::new(limits.lines_per_second, limits.burst),
                 dropped_since_emit: 0,
             }),
             status,
@@ -88,17 +90,12 @@ impl LogSink {
     pub fn emit(&self, level: LogLevel, stream: &'static str, message: &str) {
         let dropped_before = {
             let mut b = self.bucket.lock();
-            let now = Instant::now();
-            let refill = now.duration_since(b.last).as_secs_f64() * self.limits.lines_per_second;
-            b.tokens = (b.tokens + refill).min(self.limits.burst);
-            b.last = now;
-            if b.tokens < 1.0 {
+            if !b.tokens.try_take(Instant::now()) {
                 b.dropped_since_emit += 1;
                 drop(b);
                 self.status.record_log_dropped();
                 return;
             }
-            b.tokens -= 1.0;
             std::mem::take(&mut b.dropped_since_emit)
         };
         if dropped_before > 0 {

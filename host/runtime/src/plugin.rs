@@ -1,20 +1,23 @@
 //! A plugin ready to be instantiated: its manifest-level description
-//! ([`PluginSpec`]) and its compiled, pre-linked component ([`LoadedPlugin`]).
+//! ([`PluginSpec`]), the world its component targets, and its compiled,
+//! pre-linked component ([`LoadedPlugin`]).
 //!
-//! Invariant: a [`LoadedPlugin`] has valid limits and a component whose every
-//! import the engine's linker satisfies, so instantiating it can only fail by
-//! running guest code (a trap or an `init` error).
+//! Invariant: a [`LoadedPlugin`] has valid limits and a component of exactly
+//! one of our worlds whose every import the engine's linker satisfies, so
+//! instantiating it can only fail by running guest code (a trap or an `init`
+//! error).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use super::bindings::EventHandlerPre;
+use super::capability::kube::KubeSettings;
 use super::engine::PluginEngine;
 use super::host_state::HostState;
 use super::limits::{LimitsError, PluginLimits};
+use super::world::{v0_1, v0_2, World};
 
 /// What the runtime needs from a plugin manifest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PluginSpec {
     /// Unique plugin name; tags its log lines (`plugin=NAME`).
     pub name: String,
@@ -24,21 +27,27 @@ pub struct PluginSpec {
     pub read: Vec<String>,
     /// Fuel, deadline, memory and restart policy.
     pub limits: PluginLimits,
+    /// What the plugin may do on the API server, and how its calls are paced.
+    pub kube: KubeSettings,
 }
 
 impl PluginSpec {
-    /// A spec with default limits, no readable resources and an empty config.
+    /// A spec with default limits, no readable resources, no API grants and
+    /// an empty config.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             config_json: "{}".into(),
             read: Vec::new(),
             limits: PluginLimits::default(),
+            kube: KubeSettings::default(),
         }
     }
 }
 
 /// Why a plugin could not be loaded.
+// Each variant's message says what it means; the fields are named in it.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("plugin {name}: cannot read {path}: {source}")]
@@ -57,17 +66,26 @@ pub enum LoadError {
     Link { name: String, detail: String },
 }
 
+/// The pre-linked component, by world.
+pub(crate) enum Pre {
+    HandlerV01(v0_1::EventHandlerPre<HostState>),
+    HandlerV02(v0_2::EventHandlerPre<HostState>),
+    ControllerV02(v0_2::ControllerPre<HostState>),
+}
+
 /// A compiled and pre-linked plugin.
 pub struct LoadedPlugin {
     pub(crate) spec: Arc<PluginSpec>,
     pub(crate) readable: Arc<[String]>,
-    pub(crate) pre: EventHandlerPre<HostState>,
+    pub(crate) world: World,
+    pub(crate) pre: Pre,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedPlugin")
             .field("spec", &self.spec)
+            .field("world", &self.world)
             .finish()
     }
 }
@@ -108,20 +126,50 @@ impl LoadedPlugin {
             name: name.clone(),
             detail: format!("{e:?}"),
         })?;
-        let pre = engine
-            .linker()
-            .instantiate_pre(&component)
-            .and_then(EventHandlerPre::new)
-            .map_err(|e| LoadError::Link {
-                name: name.clone(),
-                detail: format!("{e:?}"),
-            })?;
+        let link = |e: wasmtime::Error| LoadError::Link {
+            name: name.clone(),
+            detail: format!("{e:?}"),
+        };
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(engine.engine())
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let world = World::detect(&exports).ok_or_else(|| LoadError::Link {
+            name: name.clone(),
+            detail: format!(
+                "it exports none of {} (its exports: {})",
+                World::ALL
+                    .iter()
+                    .map(|w| w.export())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if exports.is_empty() {
+                    "none".to_string()
+                } else {
+                    exports.join(", ")
+                }
+            ),
+        })?;
+        let pre = engine.linker().instantiate_pre(&component).map_err(link)?;
+        let pre = match world {
+            World::EventHandlerV01 => {
+                Pre::HandlerV01(v0_1::EventHandlerPre::new(pre).map_err(link)?)
+            }
+            World::EventHandlerV02 => {
+                Pre::HandlerV02(v0_2::EventHandlerPre::new(pre).map_err(link)?)
+            }
+            World::ControllerV02 => {
+                Pre::ControllerV02(v0_2::ControllerPre::new(pre).map_err(link)?)
+            }
+        };
         let mut read = spec.read.clone();
         read.sort();
         read.dedup();
         Ok(Arc::new(Self {
             spec: Arc::new(spec),
             readable: read.into(),
+            world,
             pre,
         }))
     }
@@ -129,5 +177,10 @@ impl LoadedPlugin {
     /// The plugin's spec.
     pub fn spec(&self) -> &PluginSpec {
         &self.spec
+    }
+
+    /// The world its component targets.
+    pub fn world(&self) -> World {
+        self.world
     }
 }

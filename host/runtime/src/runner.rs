@@ -36,7 +36,12 @@ use std::time::Instant as StdInstant;
 
 use tokio::time::Instant;
 
+use super::capability::cache::CacheState;
+use super::capability::events::{EventRecorder, EventsState};
+use super::capability::kube::{KubeClient, KubeState};
+use super::capability::HostServices;
 use super::engine::PluginEngine;
+use super::host_state::Granted;
 use super::instance::{PluginInstance, StartError};
 use super::log_sink::LogSink;
 use super::outcome::{CallOutcome, PluginTrap, TrapKind};
@@ -55,13 +60,30 @@ pub const MAX_BATCH: usize = 32;
 /// The outcome of one event and when the guest returned.
 type Outcomes = Vec<(CallOutcome, StdInstant)>;
 
-/// What a new instance is built from.
+/// What a new instance is built from. The API client and the Event recorder
+/// are the plugin's, shared by its successive instances (a restart does not
+/// refill the token bucket or forget an Event series).
 #[derive(Clone)]
 struct Parts {
     engine: Arc<PluginEngine>,
     plugin: Arc<LoadedPlugin>,
     cache: Arc<dyn CacheView>,
     log: Arc<LogSink>,
+    kube: Option<Arc<KubeClient>>,
+    events: Option<Arc<EventRecorder>>,
+}
+
+impl Parts {
+    /// The capabilities of one new instance.
+    fn granted(&self) -> Granted {
+        let name: Arc<str> = self.plugin.spec.name.as_str().into();
+        Granted {
+            cache: CacheState::new(name, self.cache.clone(), self.plugin.readable.clone()),
+            log: self.log.clone(),
+            kube: KubeState::new(self.kube.clone()),
+            events: EventsState::new(self.events.clone()),
+        }
+    }
 }
 
 /// Runs one plugin and reports its [`PluginStatus`].
@@ -116,9 +138,9 @@ impl PluginRunner {
     pub async fn start(
         engine: Arc<PluginEngine>,
         plugin: Arc<LoadedPlugin>,
-        cache: Arc<dyn CacheView>,
+        services: impl Into<HostServices>,
     ) -> Result<Self, StartError> {
-        Self::start_with_status(engine, plugin, cache, None).await
+        Self::start_with_status(engine, plugin, services, None).await
     }
 
     /// Like [`PluginRunner::start`], reporting into an existing status (so a
@@ -126,22 +148,38 @@ impl PluginRunner {
     pub async fn start_with_status(
         engine: Arc<PluginEngine>,
         plugin: Arc<LoadedPlugin>,
-        cache: Arc<dyn CacheView>,
+        services: impl Into<HostServices>,
         status: Option<Arc<PluginStatus>>,
     ) -> Result<Self, StartError> {
+        let services = services.into();
         let status = status.unwrap_or_else(|| Arc::new(PluginStatus::new(&plugin.spec.name)));
         status.set_state(PluginState::Starting);
+        let name: Arc<str> = plugin.spec.name.as_str().into();
         let log = Arc::new(LogSink::new(
-            plugin.spec.name.as_str().into(),
+            name.clone(),
             engine.config().log,
             status.clone(),
         ));
+        let kube = services.api.clone().map(|api| {
+            Arc::new(KubeClient::new(
+                name.clone(),
+                services.grants.clone(),
+                services.dry_run,
+                api,
+                status.clone(),
+            ))
+        });
+        let events = kube
+            .clone()
+            .map(|k| Arc::new(EventRecorder::new(k, &name, services.identity.clone())));
         let mut runner = Self {
             parts: Parts {
                 engine,
                 plugin,
-                cache,
+                cache: services.cache,
                 log,
+                kube,
+                events,
             },
             status,
             instance: None,
@@ -204,7 +242,7 @@ impl PluginRunner {
     async fn start_instance(&mut self) -> Result<(), StartError> {
         self.blocking(|slot, p| {
             *slot = None;
-            let i = PluginInstance::start(&p.engine, &p.plugin, p.cache.clone(), p.log.clone())?;
+            let i = PluginInstance::start(&p.engine, &p.plugin, p.granted())?;
             *slot = Some(i);
             Ok(())
         })

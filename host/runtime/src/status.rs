@@ -7,6 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::time::Duration;
+
+use kube_informer::latency::LatencyHistogram;
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -67,6 +70,84 @@ pub struct PluginStatus {
     log_lines: AtomicU64,
     log_dropped: AtomicU64,
     last_error: Mutex<Option<String>>,
+    api: ApiStats,
+}
+
+/// Counters of a plugin's API calls (the `kube` and `events` capabilities).
+#[derive(Debug, Default)]
+pub struct ApiStats {
+    /// Requests by (verb, outcome code): the HTTP status code, or `timeout`
+    /// / `unavailable` / `rate-limited` when no answer came.
+    by_code: Mutex<BTreeMap<(String, String), u64>>,
+    /// Calls refused by the plugin's grants (nothing was sent).
+    denied: AtomicU64,
+    /// Requests sent as dry runs.
+    dry_run: AtomicU64,
+    /// Time of each call, grant check to answer (token wait and retries
+    /// included).
+    latency: LatencyHistogram,
+}
+
+impl ApiStats {
+    pub(crate) fn record_denied(&self) {
+        self.denied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record(&self, verb: &str, code: &str, dry_run: bool, took: Duration) {
+        *self
+            .by_code
+            .lock()
+            .entry((verb.to_string(), code.to_string()))
+            .or_default() += 1;
+        if dry_run {
+            self.dry_run.fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency.record(took);
+    }
+
+    /// The latency histogram of calls that were sent.
+    pub fn latency(&self) -> &LatencyHistogram {
+        &self.latency
+    }
+
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> ApiSnapshot {
+        let mut requests: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut total = 0;
+        for ((verb, code), n) in self.by_code.lock().iter() {
+            *requests
+                .entry(verb.clone())
+                .or_default()
+                .entry(code.clone())
+                .or_default() += n;
+            total += n;
+        }
+        ApiSnapshot {
+            requests: total,
+            by_verb: requests,
+            denied: self.denied.load(Ordering::Relaxed),
+            dry_run: self.dry_run.load(Ordering::Relaxed),
+            latency_p50_us: self.latency.quantile_us(0.5),
+            latency_p99_us: self.latency.quantile_us(0.99),
+        }
+    }
+}
+
+/// A copy of [`ApiStats`], as in the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApiSnapshot {
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests by verb, then by outcome code.
+    pub by_verb: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Calls refused by the plugin's grants.
+    pub denied: u64,
+    /// Requests sent as dry runs.
+    pub dry_run: u64,
+    /// Median call latency, µs.
+    pub latency_p50_us: u64,
+    /// 99th percentile call latency, µs.
+    pub latency_p99_us: u64,
 }
 
 fn kind_index(k: EventKind) -> usize {
@@ -93,6 +174,7 @@ impl PluginStatus {
             log_lines: AtomicU64::new(0),
             log_dropped: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            api: ApiStats::default(),
         }
     }
 
@@ -148,6 +230,11 @@ impl PluginStatus {
         self.log_dropped.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counters of the plugin's API calls.
+    pub fn api(&self) -> &ApiStats {
+        &self.api
+    }
+
     /// Events handled (ok or handler error) of one kind.
     pub fn delivered(&self, kind: EventKind) -> u64 {
         self.delivered[kind_index(kind)].load(Ordering::Relaxed)
@@ -183,6 +270,7 @@ impl PluginStatus {
             log_lines: self.log_lines.load(Ordering::Relaxed),
             log_dropped: self.log_dropped.load(Ordering::Relaxed),
             last_error: self.last_error.lock().clone(),
+            api: self.api.snapshot(),
         }
     }
 }
@@ -190,9 +278,13 @@ impl PluginStatus {
 /// Events handled per kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Delivered {
+    /// `added` events.
     pub added: u64,
+    /// `updated` events.
     pub updated: u64,
+    /// `deleted` events.
     pub deleted: u64,
+    /// `synced` events.
     pub synced: u64,
 }
 
@@ -206,24 +298,32 @@ impl Delivered {
 /// A copy of a plugin's status, shaped like the report's per-plugin entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StatusSnapshot {
+    /// The plugin's name.
     pub name: String,
+    /// What its runner is doing.
     pub state: PluginState,
+    /// Events handled, by kind.
     pub delivered: Delivered,
     /// Handler errors (the plugin returned `err`).
     pub errors: u64,
     /// Traps of every kind.
     pub traps: u64,
+    /// Traps by kind (`out_of_fuel`, `deadline`, ...).
     pub traps_by_kind: BTreeMap<String, u64>,
     /// Re-instantiations after a failure.
     pub restarts: u64,
     /// Times the plugin entered quarantine.
     pub quarantines: u64,
+    /// Failures in a row now (reset by a successful event).
     pub consecutive_failures: u32,
     /// Log lines emitted (log import, stdout, stderr).
     pub log_lines: u64,
     /// Log lines dropped by the rate limit.
     pub log_dropped: u64,
+    /// The last error or trap message.
     pub last_error: Option<String>,
+    /// The plugin's API calls.
+    pub api: ApiSnapshot,
 }
 
 #[cfg(test)]

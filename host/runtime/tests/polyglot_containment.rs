@@ -56,6 +56,7 @@ fn load_guest(
         config_json: config.to_string(),
         read: vec!["v1/pods".to_string()],
         limits,
+        kube: Default::default(),
     };
     LoadedPlugin::from_file(engine, spec, &plugin_path(wasm))
         .unwrap_or_else(|e| panic!("load {wasm}: {e}"))

@@ -68,6 +68,7 @@ fn manifest(name: &str) -> Manifest {
             config_json: serde_json::to_string(&config).unwrap(),
             read: strings("read"),
             limits,
+            kube: Default::default(),
         },
     }
 }

@@ -20,6 +20,7 @@ use kube_informer::notification::{EventKind, Notification};
 use kube_informer::object::{Object, ObjectRef, Transform};
 use runtime_support::FakeCache;
 use serde_json::json;
+use wasm_informer_runtime::host_state::Granted;
 use wasm_informer_runtime::log_sink::LogSink;
 use wasm_informer_runtime::{
     CallOutcome, EngineConfig, LoadedPlugin, LogLimits, PluginEngine, PluginInstance, PluginLimits,
@@ -81,6 +82,7 @@ fn measure(
             timeout_ms: 60_000,
             ..PluginLimits::default()
         },
+        kube: Default::default(),
     };
     let dir = tempfile::tempdir().unwrap();
     let new_engine = || {
@@ -102,7 +104,8 @@ fn measure(
     let log = Arc::new(LogSink::new(wasm.into(), LogLimits::default(), status));
     let view: Arc<dyn CacheView> = cache.clone();
     let t = Instant::now();
-    let mut inst = PluginInstance::start(&engine, &plugin, view, log).unwrap();
+    let mut inst =
+        PluginInstance::start(&engine, &plugin, Granted::cache_only(&plugin, view, log)).unwrap();
     let start = t.elapsed();
 
     let notes: Vec<Notification> = pods

@@ -46,7 +46,7 @@ fn each_bad_component_gets_its_own_error() {
         .unwrap_err()
         .to_string();
     assert!(
-        version.contains("0.2.0") && version.contains("0.1.0"),
+        version.contains("0.9.0") && version.contains("0.1.0 and 0.2.0"),
         "{version}"
     );
     let missing = check_file(&engine, &dir.path().join("absent.wasm")).unwrap_err();
@@ -61,10 +61,20 @@ fn every_rust_plugin_passes() {
             continue;
         }
         let r = check_file(&engine, Path::new(path)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(r.world, "wasm-informer:plugin/event-handler@0.1.0");
+        // Built with wit-bindgen alone against WIT 0.1, or with the SDK (0.2).
+        let version = if name.ends_with("-v01") {
+            "0.1.0"
+        } else {
+            "0.2.0"
+        };
+        assert_eq!(r.version, version, "{name}");
+        assert_eq!(
+            r.world,
+            format!("wasm-informer:plugin/event-handler@{version}")
+        );
         assert_eq!(
             r.exports,
-            vec!["wasm-informer:plugin/handler@0.1.0".to_string()]
+            vec![format!("wasm-informer:plugin/handler@{version}")]
         );
         assert!(
             r.imports
@@ -74,17 +84,25 @@ fn every_rust_plugin_passes() {
             r.imports
         );
     }
-    let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
-    let r = check_bytes(&engine, "noop", &noop).unwrap();
-    let text = r.to_string();
-    assert!(
-        text.contains("world: wasm-informer:plugin/event-handler@0.1.0"),
-        "{text}"
-    );
-    assert!(
-        text.contains("exports:\n  wasm-informer:plugin/handler@0.1.0"),
-        "{text}"
-    );
+    for (wasm, version) in [
+        (plugin_artifacts::NOOP, "0.2.0"),
+        (plugin_artifacts::NOOP_V01, "0.1.0"),
+    ] {
+        let r = check_bytes(&engine, "noop", &std::fs::read(wasm).unwrap()).unwrap();
+        let text = r.to_string();
+        assert!(
+            text.contains(&format!(
+                "world: wasm-informer:plugin/event-handler@{version}\nversion: {version}\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "exports:\n  wasm-informer:plugin/handler@{version}"
+            )),
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -53,7 +53,7 @@ impl Handler for PodReadyCounter {
 impl PodReadyCounter {
     fn recount(&mut self, event: &Event) -> Result<()> {
         // Decoding the event proves it is a pod before trusting the cache.
-        let pod: Pod = event.object()?;
+        let pod: Pod = event.decode()?;
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         let pods: Vec<Pod> = typed::list(Some(&ns), None)?;
         let ready = pods.iter().filter(|p| is_ready(p)).count() as u64;

@@ -1,48 +1,55 @@
-//! Write wasm-informer event handlers in Rust.
+//! Write wasm-informer plugins in Rust: event handlers and controllers.
 //!
-//! A plugin is a WebAssembly component for the world
-//! `wasm-informer:plugin/event-handler@0.1.0`. This crate wraps the generated
-//! bindings so a plugin is one type implementing [`Handler`] plus one
-//! [`export_plugin!`] line. Build it as a `cdylib` for `wasm32-wasip2`:
-//! `cargo build --release --target wasm32-wasip2`; the output `.wasm` is already
-//! a component.
+//! A plugin is a WebAssembly component of the WIT package
+//! `wasm-informer:plugin@0.2.0`, world `event-handler` (one [`Handler`] type
+//! and [`export_plugin!`]) or `controller` (one [`Reconciler`] type and
+//! [`export_controller!`]). Build it as a `cdylib` for `wasm32-wasip2`:
+//! `cargo build --release --target wasm32-wasip2`; the output `.wasm` in
+//! `target/wasm32-wasip2/release/` is already a component.
+//!
+//! A plugin reads objects through handles: the host keeps the object, and
+//! each accessor ([`Object::name`], [`Object::label`], [`Object::json`], ...)
+//! copies into the plugin only what it returns. A plugin that reads nothing
+//! pays almost nothing per event.
+//!
+//! What a plugin may do is granted by its manifest: reads (`read = [...]`),
+//! writes (`[[write]]` tables), Events (`events = true`). Anything else comes
+//! back as [`ApiError::Forbidden`] or [`CacheError::Forbidden`].
 //!
 //! Invariant: nothing in this crate traps on bad input. Malformed JSON, a
-//! forbidden cache read or a missing object all come back as an [`Error`], which a
-//! handler returns and the host counts as a handler error.
+//! forbidden call, a missing object or a server error all come back as an
+//! [`Error`], which a handler returns and the host counts as a handler error.
 //!
-//! # Example
+//! # Example: a label enforcer
 //!
-//! A complete plugin that counts Ready pods per namespace (with `k8s-openapi` as a
-//! dependency of the plugin crate):
+//! Gives every pod a `team` label taken from its namespace's annotation, by
+//! server-side apply. Its manifest grants `read = ["v1/namespaces"]` and
+//! `[[write]] resource = "v1/pods" verbs = ["patch"]`.
 //!
 //! ```ignore
-//! use std::collections::BTreeMap;
-//! use k8s_openapi::api::core::v1::Pod;
-//! use wasm_informer_sdk::{cache, export_plugin, info, Config, Event, Handler, Result};
+//! use wasm_informer_sdk::{cache, export_plugin, info, kube, Config, Event, Handler, Result};
 //!
-//! struct ReadyCounter {
-//!     ready: BTreeMap<String, u64>,
-//! }
+//! struct Enforcer;
 //!
-//! fn is_ready(pod: &Pod) -> bool {
-//!     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-//!         cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-//!     })
-//! }
-//!
-//! impl Handler for ReadyCounter {
+//! impl Handler for Enforcer {
 //!     fn init(_config: &Config) -> Result<Self> {
-//!         Ok(ReadyCounter { ready: BTreeMap::new() })
+//!         Ok(Enforcer)
 //!     }
 //!
 //!     fn on_add(&mut self, event: &Event) -> Result<()> {
-//!         let ns = event.meta().namespace.clone().unwrap_or_default();
-//!         // Level-triggered: recount the namespace from the host's cache.
-//!         let pods: Vec<Pod> = cache::list("v1/pods", Some(&ns), None)?;
-//!         let n = pods.iter().filter(|p| is_ready(p)).count() as u64;
-//!         self.ready.insert(ns.clone(), n);
-//!         info!("namespace {ns}: {n} ready pods");
+//!         let pod = event.object();
+//!         if pod.label("team").is_some() {
+//!             return Ok(());
+//!         }
+//!         let ns = pod.namespace().unwrap_or_default();
+//!         let Some(namespace) = cache::get_object("v1/namespaces", &ns)? else { return Ok(()) };
+//!         let Some(team) = namespace.annotation("team") else { return Ok(()) };
+//!         let patch = serde_json::json!({
+//!             "apiVersion": "v1", "kind": "Pod",
+//!             "metadata": { "name": pod.name(), "namespace": ns, "labels": { "team": team } },
+//!         });
+//!         kube::patch("v1/pods", Some(&ns), &pod.name(), &kube::Patch::Apply(patch), false)?;
+//!         info!("labelled {} team={team}", event.key());
 //!         Ok(())
 //!     }
 //!
@@ -51,13 +58,11 @@
 //!     }
 //! }
 //!
-//! export_plugin!(ReadyCounter);
+//! export_plugin!(Enforcer);
 //! ```
-//!
-//! The handler may also decode the event's object itself:
-//! `let pod: Pod = event.object()?;`.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
@@ -69,33 +74,83 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "__export_event_handler",
         default_bindings_module: "wasm_informer_sdk::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+#[doc(hidden)]
+pub mod controller_bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "controller",
+        pub_export_macro: true,
+        export_macro_name: "__export_controller",
+        default_bindings_module: "wasm_informer_sdk::controller_bindings",
+        with: {
+            "wasm-informer:plugin/types@0.2.0": crate::bindings::wasm_informer::plugin::types,
+            "wasm-informer:plugin/cache@0.2.0": crate::bindings::wasm_informer::plugin::cache,
+            "wasm-informer:plugin/log@0.2.0": crate::bindings::wasm_informer::plugin::log,
+            "wasm-informer:plugin/kube@0.2.0": crate::bindings::wasm_informer::plugin::kube,
+            "wasm-informer:plugin/events@0.2.0": crate::bindings::wasm_informer::plugin::events,
+        },
     });
 }
 
 use bindings::wasm_informer::plugin::types as wit;
 
-pub use wit::{EventKind, KeyValue, ObjectMeta};
+pub use wit::{ApiError, CacheError, Cause, EventKind, ObjectMeta, ObjectRef, OwnerReference};
 
-/// The error type of every fallible SDK call and of handler methods. Its message
-/// is what the host records as the plugin's handler error.
+mod controller;
+pub mod events;
+pub mod finalizer;
+pub mod kube;
+#[cfg(feature = "k8s-openapi")]
+pub mod typed;
+
+pub use controller::{Action, ReconcileError, Reconciler, Request};
+
+/// The error type of every fallible SDK call and of handler methods. Its
+/// message is what the host records as the plugin's handler error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(String);
+pub struct Error {
+    message: String,
+    api: Option<ApiError>,
+}
 
 impl Error {
     /// An error with the given message.
     pub fn msg(message: impl Into<String>) -> Self {
-        Error(message.into())
+        Error {
+            message: message.into(),
+            api: None,
+        }
     }
 
     /// The message.
     pub fn message(&self) -> &str {
-        &self.0
+        &self.message
+    }
+
+    /// The API error this came from, if any (to tell `not-found` or
+    /// `conflict` apart).
+    pub fn api(&self) -> Option<&ApiError> {
+        self.api.as_ref()
+    }
+
+    /// Whether this is an API `not-found`.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.api, Some(ApiError::NotFound(_)))
+    }
+
+    /// Whether this is an API `conflict`.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self.api, Some(ApiError::Conflict(_)))
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -103,33 +158,39 @@ impl std::error::Error for Error {}
 
 impl From<String> for Error {
     fn from(s: String) -> Self {
-        Error(s)
+        Error::msg(s)
     }
 }
 
 impl From<&str> for Error {
     fn from(s: &str) -> Self {
-        Error(s.to_string())
+        Error::msg(s)
     }
 }
 
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
-        Error(format!("invalid JSON: {e}"))
+        Error::msg(format!("invalid JSON: {e}"))
     }
 }
 
 impl From<CacheError> for Error {
     fn from(e: CacheError) -> Self {
-        Error(cache_error_message(&e))
+        Error::msg(cache_error_message(&e))
+    }
+}
+
+impl From<ApiError> for Error {
+    fn from(e: ApiError) -> Self {
+        Error {
+            message: api_error_message(&e),
+            api: Some(e),
+        }
     }
 }
 
 /// Result with the SDK's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
-
-/// Why a cache query failed (the WIT `cache-error`).
-pub use wit::CacheError;
 
 /// A human-readable message for a cache error.
 pub fn cache_error_message(e: &CacheError) -> String {
@@ -141,7 +202,32 @@ pub fn cache_error_message(e: &CacheError) -> String {
     }
 }
 
-/// The manifest's `[config]` table, handed to [`Handler::init`].
+/// A human-readable message for an API error.
+pub fn api_error_message(e: &ApiError) -> String {
+    match e {
+        ApiError::Forbidden(m) => format!("forbidden: {m}"),
+        ApiError::NotFound(m) => format!("not found: {m}"),
+        ApiError::Conflict(m) => format!("conflict: {m}"),
+        ApiError::AlreadyExists(m) => format!("already exists: {m}"),
+        ApiError::Invalid(d) => {
+            let causes: Vec<String> = d
+                .causes
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect();
+            if causes.is_empty() {
+                format!("invalid: {}", d.message)
+            } else {
+                format!("invalid: {} ({})", d.message, causes.join("; "))
+            }
+        }
+        ApiError::RateLimited(m) => format!("rate limited: {m}"),
+        ApiError::Timeout(m) => format!("timeout: {m}"),
+        ApiError::Unavailable(m) => format!("unavailable: {m}"),
+    }
+}
+
+/// The manifest's `[config]` table, handed to `init`.
 #[derive(Debug, Clone)]
 pub struct Config {
     json: String,
@@ -160,7 +246,7 @@ impl Config {
 
     /// Decodes the whole table into `T`.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_str(&self.json).map_err(|e| Error(format!("invalid [config]: {e}")))
+        serde_json::from_str(&self.json).map_err(|e| Error::msg(format!("invalid [config]: {e}")))
     }
 
     /// One key of the table, decoded into `T`; `None` when absent.
@@ -170,132 +256,195 @@ impl Config {
             None | Some(serde_json::Value::Null) => Ok(None),
             Some(x) => serde_json::from_value(x.clone())
                 .map(Some)
-                .map_err(|e| Error(format!("invalid [config] key `{key}`: {e}"))),
+                .map_err(|e| Error::msg(format!("invalid [config] key `{key}`: {e}"))),
         }
     }
 }
 
-/// A cached Kubernetes object: parsed metadata plus the JSON body.
-#[derive(Debug, Clone)]
-pub struct Object {
-    inner: wit::ObjectView,
+enum Handle<'a> {
+    Borrowed(&'a wit::Object),
+    Owned(wit::Object),
 }
 
-impl Object {
-    /// The metadata the host already parsed.
-    pub fn meta(&self) -> &ObjectMeta {
-        &self.inner.meta
+/// A Kubernetes object held by the host. Each accessor is one call into the
+/// host that copies only what it returns. An object of an event is valid for
+/// that event; one from a query or an API call lives as long as this value.
+pub struct Object<'a>(Handle<'a>);
+
+impl fmt::Debug for Object<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object").field("key", &self.key()).finish()
+    }
+}
+
+impl<'a> Object<'a> {
+    /// Wraps a borrowed handle (used by the export macros).
+    #[doc(hidden)]
+    pub fn borrowed(h: &'a wit::Object) -> Self {
+        Object(Handle::Borrowed(h))
+    }
+
+    /// Wraps an owned handle.
+    #[doc(hidden)]
+    pub fn owned(h: wit::Object) -> Object<'static> {
+        Object(Handle::Owned(h))
+    }
+
+    fn raw(&self) -> &wit::Object {
+        match &self.0 {
+            Handle::Borrowed(h) => h,
+            Handle::Owned(h) => h,
+        }
+    }
+
+    /// The resource id, for example `v1/pods`.
+    pub fn resource(&self) -> String {
+        self.raw().resource()
+    }
+
+    /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
+    pub fn key(&self) -> String {
+        self.raw().key()
+    }
+
+    /// `metadata.namespace`; `None` for cluster-scoped objects.
+    pub fn namespace(&self) -> Option<String> {
+        self.raw().namespace()
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> String {
+        self.raw().name()
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> String {
+        self.raw().uid()
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> String {
+        self.raw().resource_version()
+    }
+
+    /// `metadata.generation`, when the object has one.
+    pub fn generation(&self) -> Option<i64> {
+        self.raw().generation()
+    }
+
+    /// The value of one label.
+    pub fn label(&self, key: &str) -> Option<String> {
+        self.raw().label(key)
+    }
+
+    /// Every label, sorted by key.
+    pub fn labels(&self) -> Vec<(String, String)> {
+        self.raw().labels()
+    }
+
+    /// The value of one annotation.
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        self.raw().annotation(key)
+    }
+
+    /// Every annotation, sorted by key.
+    pub fn annotations(&self) -> Vec<(String, String)> {
+        self.raw().annotations()
+    }
+
+    /// Everything parsed of `metadata`, in one call.
+    pub fn meta(&self) -> ObjectMeta {
+        self.raw().meta()
+    }
+
+    /// This object as the `regarding` of an Event.
+    pub fn reference(&self) -> ObjectRef {
+        self.raw().reference()
     }
 
     /// The whole object as compact JSON.
-    pub fn json(&self) -> &str {
-        &self.inner.json
+    pub fn json(&self) -> String {
+        self.raw().json()
     }
 
-    /// Decodes the object into a typed value, for example `k8s_openapi::api::core::v1::Pod`.
+    /// Decodes the object into a typed value, for example
+    /// `k8s_openapi::api::core::v1::Pod` or `serde_json::Value`.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_str(&self.inner.json).map_err(|e| {
-            Error(format!(
+        serde_json::from_str(&self.json()).map_err(|e| {
+            Error::msg(format!(
                 "object {} does not decode as {}: {e}",
-                self.inner.meta.name,
+                self.key(),
                 std::any::type_name::<T>()
             ))
         })
     }
-
-    /// The value of one label.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        find(&self.inner.meta.labels, key)
-    }
-
-    /// The value of one annotation.
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        find(&self.inner.meta.annotations, key)
-    }
-}
-
-fn find<'a>(kvs: &'a [KeyValue], key: &str) -> Option<&'a str> {
-    kvs.iter()
-        .find(|kv| kv.key == key)
-        .map(|kv| kv.value.as_str())
 }
 
 /// One notification for one object.
-#[derive(Debug, Clone)]
-pub struct Event {
-    inner: wit::Event,
+pub struct Event<'a> {
+    info: wit::EventInfo,
+    object: Object<'a>,
+    old: Option<Object<'a>>,
 }
 
-impl Event {
-    /// Wraps the generated record (used by [`export_plugin!`]).
+impl<'a> Event<'a> {
+    /// Wraps the call's arguments (used by [`export_plugin!`]).
     #[doc(hidden)]
-    pub fn from_wit(inner: wit::Event) -> Self {
-        Event { inner }
+    pub fn from_wit(
+        info: wit::EventInfo,
+        object: &'a wit::Object,
+        old: Option<&'a wit::Object>,
+    ) -> Self {
+        Event {
+            info,
+            object: Object::borrowed(object),
+            old: old.map(Object::borrowed),
+        }
     }
 
     /// What happened.
     pub fn kind(&self) -> EventKind {
-        self.inner.kind
+        self.info.kind
+    }
+
+    /// The new state (for a delete, the last known state).
+    pub fn object(&self) -> &Object<'a> {
+        &self.object
+    }
+
+    /// The previous state of an update, when the host had it.
+    pub fn old(&self) -> Option<&Object<'a>> {
+        self.old.as_ref()
     }
 
     /// The resource id, for example `v1/pods`.
-    pub fn resource(&self) -> &str {
-        &self.inner.resource
+    pub fn resource(&self) -> String {
+        self.object.resource()
     }
 
     /// The cache key: `namespace/name` or `name`.
-    pub fn key(&self) -> &str {
-        &self.inner.key
+    pub fn key(&self) -> String {
+        self.object.key()
     }
 
-    /// Metadata of the new (or, for a delete, last known) state.
-    pub fn meta(&self) -> &ObjectMeta {
-        &self.inner.object.meta
-    }
-
-    /// The new (or last known) state's JSON.
-    pub fn json(&self) -> &str {
-        &self.inner.object.json
-    }
-
-    /// Decodes the new (or last known) state, for example `event.object::<Pod>()`.
-    pub fn object<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_str(&self.inner.object.json).map_err(|e| {
-            Error(format!(
-                "event object {} does not decode as {}: {e}",
-                self.inner.key,
-                std::any::type_name::<T>()
-            ))
-        })
+    /// Decodes the new (or last known) state, for example `event.decode::<Pod>()`.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        self.object.decode()
     }
 
     /// Decodes the previous state of an update, when the host had it.
-    pub fn old_object<T: DeserializeOwned>(&self) -> Result<Option<T>> {
-        match &self.inner.old_object {
-            None => Ok(None),
-            Some(o) => serde_json::from_str(&o.json).map(Some).map_err(|e| {
-                Error(format!(
-                    "old object {} does not decode as {}: {e}",
-                    self.inner.key,
-                    std::any::type_name::<T>()
-                ))
-            }),
-        }
-    }
-
-    /// The previous state's metadata, when known.
-    pub fn old_meta(&self) -> Option<&ObjectMeta> {
-        self.inner.old_object.as_ref().map(|o| &o.meta)
+    pub fn decode_old<T: DeserializeOwned>(&self) -> Result<Option<T>> {
+        self.old.as_ref().map(Object::decode).transpose()
     }
 
     /// True during the replay of the cache into a new or restarted plugin.
     pub fn is_in_initial_list(&self) -> bool {
-        self.inner.is_in_initial_list
+        self.info.is_in_initial_list
     }
 
     /// True on a delete the host synthesised because the real one was missed.
     pub fn final_state_unknown(&self) -> bool {
-        self.inner.final_state_unknown
+        self.info.final_state_unknown
     }
 }
 
@@ -336,7 +485,7 @@ pub fn dispatch<H: Handler>(h: &mut H, event: &Event) -> std::result::Result<(),
         EventKind::Deleted => h.on_delete(event),
         EventKind::Synced => h.on_sync(event),
     };
-    r.map_err(|e| e.0)
+    r.map_err(|e| e.message)
 }
 
 /// Exports a [`Handler`] type as the plugin's `handler` interface.
@@ -371,9 +520,11 @@ macro_rules! export_plugin {
                 }
 
                 fn on_event(
-                    event: $crate::bindings::wasm_informer::plugin::types::Event,
+                    info: $crate::bindings::wasm_informer::plugin::types::EventInfo,
+                    object: &$crate::bindings::wasm_informer::plugin::types::Object,
+                    old_object: ::std::option::Option<&$crate::bindings::wasm_informer::plugin::types::Object>,
                 ) -> ::std::result::Result<(), ::std::string::String> {
-                    let ev = $crate::Event::from_wit(event);
+                    let ev = $crate::Event::from_wit(info, object, old_object);
                     __STATE.with(|s| match s.borrow_mut().as_mut() {
                         ::std::option::Option::Some(h) => $crate::dispatch(h, &ev),
                         ::std::option::Option::None => ::std::result::Result::Err(
@@ -394,20 +545,21 @@ pub mod cache {
     use super::{bindings::wasm_informer::plugin::cache as raw, CacheError, Object, Result};
     use serde::de::DeserializeOwned;
 
-    /// One object by key, decoded into `T`.
-    pub fn get<T: DeserializeOwned>(resource: &str, key: &str) -> Result<Option<T>> {
-        match get_object(resource, key)? {
-            None => Ok(None),
-            Some(o) => o.decode().map(Some),
-        }
+    fn owned(v: Vec<super::wit::Object>) -> Vec<Object<'static>> {
+        v.into_iter().map(Object::owned).collect()
     }
 
-    /// One object by key, undecoded.
+    /// One object by key, decoded into `T`.
+    pub fn get<T: DeserializeOwned>(resource: &str, key: &str) -> Result<Option<T>> {
+        get_object(resource, key)?.map(|o| o.decode()).transpose()
+    }
+
+    /// One object by key, as a handle.
     pub fn get_object(
         resource: &str,
         key: &str,
-    ) -> std::result::Result<Option<Object>, CacheError> {
-        raw::get(resource, key).map(|o| o.map(|inner| Object { inner }))
+    ) -> std::result::Result<Option<Object<'static>>, CacheError> {
+        raw::get(resource, key).map(|o| o.map(Object::owned))
     }
 
     /// Objects of a resource, optionally in one namespace and matching a label
@@ -423,14 +575,13 @@ pub mod cache {
             .collect()
     }
 
-    /// Objects of a resource, undecoded.
+    /// Objects of a resource, as handles.
     pub fn list_objects(
         resource: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> std::result::Result<Vec<Object>, CacheError> {
-        raw::list(resource, namespace, label_selector)
-            .map(|v| v.into_iter().map(|inner| Object { inner }).collect())
+    ) -> std::result::Result<Vec<Object<'static>>, CacheError> {
+        raw::list(resource, namespace, label_selector).map(owned)
     }
 
     /// Objects whose value for the named index equals `value`, decoded into `T`.
@@ -445,14 +596,13 @@ pub mod cache {
             .collect()
     }
 
-    /// Objects of an index, undecoded.
+    /// Objects of an index, as handles.
     pub fn by_index_objects(
         resource: &str,
         index: &str,
         value: &str,
-    ) -> std::result::Result<Vec<Object>, CacheError> {
-        raw::by_index(resource, index, value)
-            .map(|v| v.into_iter().map(|inner| Object { inner }).collect())
+    ) -> std::result::Result<Vec<Object<'static>>, CacheError> {
+        raw::by_index(resource, index, value).map(owned)
     }
 
     /// Whether the resource's informer has finished its first list.
@@ -489,60 +639,7 @@ macro_rules! warn { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Warn, 
 #[macro_export]
 macro_rules! error { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Error, &::std::format!($($t)*)) }; }
 
-/// Cache queries typed by a k8s-openapi resource type: the resource id (for
-/// example `v1/pods` or `apps/v1/deployments`) comes from the type. Needs the
-/// `k8s-openapi` feature.
-///
-/// ```ignore
-/// use k8s_openapi::api::core::v1::Pod;
-/// let pods: Vec<Pod> = wasm_informer_sdk::typed::list(Some("default"), Some("app=web"))?;
-/// ```
-#[cfg(feature = "k8s-openapi")]
-pub mod typed {
-    use k8s_openapi::Resource;
-    use serde::de::DeserializeOwned;
-
-    use super::Result;
-
-    /// The host's resource id of `K`: `API_VERSION/URL_PATH_SEGMENT`.
-    pub fn resource_id<K: Resource>() -> String {
-        format!("{}/{}", K::API_VERSION, K::URL_PATH_SEGMENT)
-    }
-
-    /// One object by key (`namespace/name` or `name`).
-    pub fn get<K: Resource + DeserializeOwned>(key: &str) -> Result<Option<K>> {
-        super::cache::get(&resource_id::<K>(), key)
-    }
-
-    /// Objects, optionally in one namespace and matching a label selector.
-    pub fn list<K: Resource + DeserializeOwned>(
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<K>> {
-        super::cache::list(&resource_id::<K>(), namespace, label_selector)
-    }
-
-    /// Objects whose value for the named index equals `value`.
-    pub fn by_index<K: Resource + DeserializeOwned>(index: &str, value: &str) -> Result<Vec<K>> {
-        super::cache::by_index(&resource_id::<K>(), index, value)
-    }
-
-    /// Whether `K`'s informer has finished its first list.
-    pub fn has_synced<K: Resource>() -> Result<bool> {
-        super::cache::has_synced(&resource_id::<K>()).map_err(Into::into)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn resource_ids_match_the_host() {
-            assert_eq!(resource_id::<k8s_openapi::api::core::v1::Pod>(), "v1/pods");
-            assert_eq!(
-                resource_id::<k8s_openapi::api::apps::v1::Deployment>(),
-                "apps/v1/deployments"
-            );
-        }
-    }
+/// A duration as the WIT's milliseconds.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

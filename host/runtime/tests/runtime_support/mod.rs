@@ -181,6 +181,7 @@ pub fn load(
         config_json: config.to_string(),
         read: read.iter().map(|s| s.to_string()).collect(),
         limits,
+        kube: Default::default(),
     };
     LoadedPlugin::from_file(engine, spec, std::path::Path::new(wasm)).unwrap()
 }

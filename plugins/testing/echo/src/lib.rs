@@ -1,31 +1,56 @@
-//! Test plugin: returns every field of each event it receives, as JSON, in its
-//! `err` result, so a test can compare what the guest saw with what the host
-//! sent.
+//! Test plugin: returns every field of each event it receives, read through
+//! the 0.2 object handles, as JSON, in its `err` result, so a test can
+//! compare what the guest saw with what the host sent.
 //!
 //! Invariant: `on-event` always returns `err(<the event as JSON>)`.
 
 use serde_json::{json, Value};
-use wasm_informer_sdk::{export_plugin, Config, Event, EventKind, Handler, ObjectMeta, Result};
+use wasm_informer_sdk::{export_plugin, Config, Event, EventKind, Handler, Object, Result};
 
 struct Echo;
 
-fn meta(m: &ObjectMeta) -> Value {
-    let kv = |l: &[wasm_informer_sdk::KeyValue]| -> Vec<(String, String)> {
-        l.iter()
-            .map(|kv| (kv.key.clone(), kv.value.clone()))
-            .collect()
-    };
+fn object(o: &Object) -> Value {
+    let m = o.meta();
+    let r = o.reference();
     json!({
-        "namespace": m.namespace,
-        "name": m.name,
-        "uid": m.uid,
-        "resource_version": m.resource_version,
-        "generation": m.generation,
-        "labels": kv(&m.labels),
-        "annotations": kv(&m.annotations),
-        "creation_timestamp": m.creation_timestamp,
-        "deletion_timestamp": m.deletion_timestamp,
-        "owner_uids": m.owner_uids,
+        "resource": o.resource(),
+        "key": o.key(),
+        "namespace": o.namespace(),
+        "name": o.name(),
+        "uid": o.uid(),
+        "resource_version": o.resource_version(),
+        "generation": o.generation(),
+        "label_app": o.label("app"),
+        "annotation_note": o.annotation("note"),
+        "labels": o.labels(),
+        "annotations": o.annotations(),
+        "json": o.json(),
+        "meta": {
+            "namespace": m.namespace,
+            "name": m.name,
+            "uid": m.uid,
+            "resource_version": m.resource_version,
+            "generation": m.generation,
+            "labels": m.labels,
+            "annotations": m.annotations,
+            "creation_timestamp": m.creation_timestamp,
+            "deletion_timestamp": m.deletion_timestamp,
+            "finalizers": m.finalizers,
+            "owner_references": m.owner_references.iter().map(|o| json!({
+                "api_version": o.api_version,
+                "kind": o.kind,
+                "name": o.name,
+                "uid": o.uid,
+                "controller": o.controller,
+            })).collect::<Vec<_>>(),
+        },
+        "reference": {
+            "api_version": r.api_version,
+            "kind": r.kind,
+            "namespace": r.namespace,
+            "name": r.name,
+            "uid": r.uid,
+        },
     })
 }
 
@@ -38,11 +63,8 @@ fn echo(e: &Event) -> Result<()> {
     };
     let v = json!({
         "kind": kind,
-        "resource": e.resource(),
-        "key": e.key(),
-        "meta": meta(e.meta()),
-        "json": e.json(),
-        "old_meta": e.old_meta().map(meta),
+        "object": object(e.object()),
+        "old": e.old().map(object),
         "is_in_initial_list": e.is_in_initial_list(),
         "final_state_unknown": e.final_state_unknown(),
     });

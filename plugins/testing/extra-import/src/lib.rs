@@ -6,7 +6,7 @@
 wit_bindgen::generate!({ path: "wit", world: "extra-import-plugin", generate_all });
 
 use exports::wasm_informer::plugin::handler::Guest;
-use wasm_informer::plugin::types::Event;
+use wasm_informer::plugin::types::{EventInfo, Object};
 
 struct Extra;
 
@@ -15,10 +15,11 @@ impl Guest for Extra {
         Ok(())
     }
 
-    fn on_event(event: Event) -> Result<(), String> {
-        match wasi::keyvalue::store::get(&event.key) {
+    fn on_event(_info: EventInfo, object: &Object, _old: Option<&Object>) -> Result<(), String> {
+        let key = object.key();
+        match wasi::keyvalue::store::get(&key) {
             Some(_) => Ok(()),
-            None => Err(format!("no value for {}", event.key)),
+            None => Err(format!("no value for {key}")),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! A plugin built against `wasm-informer:plugin@0.2.0`, a version this host does
+//! A plugin built against `wasm-informer:plugin@0.9.0`, a version this host does
 //! not implement: `check` must name the version mismatch.
 //!
 //! Invariant: otherwise a valid handler.

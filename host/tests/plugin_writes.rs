@@ -1,0 +1,424 @@
+//! Plugins that act on the cluster: every guarantee of the `kube` and
+//! `events` capabilities, checked on the server's side. A test plugin
+//! (`api-probe`) makes the calls its config lists; the oracle is what the
+//! simulator holds (read back with kube-client) and its request log (what was
+//! actually sent), never the plugin's own report.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apisim::{RunningSim, Sim, SimConfig};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, PostParams};
+use kube_informer::cache_view::{CacheError, CacheView};
+use kube_informer::handler::{Delivery, Handler};
+use kube_informer::notification::{EventKind, Notification};
+use kube_informer::object::{Object, ObjectRef, Transform};
+use serde_json::{json, Value};
+use wasm_informer::kube_api::KubeApi;
+use wasm_informer_runtime::capability::api::ClusterApi;
+use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, WriteGrant};
+use wasm_informer_runtime::{
+    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginRunner, PluginSpec,
+};
+
+/// No cache: these plugins only call the API.
+struct NoCache;
+
+impl CacheView for NoCache {
+    fn get(&self, r: &str, _: &str) -> Result<Option<ObjectRef>, CacheError> {
+        Err(CacheError::UnknownResource(r.into()))
+    }
+    fn list(
+        &self,
+        r: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<ObjectRef>, CacheError> {
+        Err(CacheError::UnknownResource(r.into()))
+    }
+    fn by_index(&self, r: &str, _: &str, _: &str) -> Result<Vec<ObjectRef>, CacheError> {
+        Err(CacheError::UnknownResource(r.into()))
+    }
+    fn has_synced(&self, r: &str) -> Result<bool, CacheError> {
+        Err(CacheError::UnknownResource(r.into()))
+    }
+}
+
+struct World {
+    sim: RunningSim,
+    client: kube::Client,
+    engine: Arc<PluginEngine>,
+    api: Arc<dyn ClusterApi>,
+}
+
+async fn world() -> World {
+    let sim = Sim::new(SimConfig::default());
+    let sim = sim.start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut cfg = kube::Config::new(sim.url().parse().unwrap());
+    cfg.default_retry = false;
+    let client = kube::Client::try_from(cfg).unwrap();
+    for ns in ["team-a", "team-b"] {
+        sim.store().create_namespace(ns).unwrap();
+    }
+    let api: Arc<dyn ClusterApi> = KubeApi::new(client.clone(), tokio::runtime::Handle::current());
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir: Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasmtime-cache-tests"),
+        ),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    World {
+        sim,
+        client,
+        engine,
+        api,
+    }
+}
+
+fn grant(resource: &str, sub: Option<&str>, verbs: &[&str], ns: Option<&[&str]>) -> WriteGrant {
+    let verbs: Vec<String> = verbs.iter().map(|s| s.to_string()).collect();
+    let ns: Option<Vec<String>> = ns.map(|n| n.iter().map(|s| s.to_string()).collect());
+    WriteGrant::new(resource, sub, &verbs, ns.as_deref()).unwrap()
+}
+
+impl World {
+    /// A probe plugin running `ops` on every event, with `settings`.
+    async fn probe(&self, ops: Value, settings: KubeSettings) -> (PluginRunner, Grants) {
+        let mut spec = PluginSpec::new("probe");
+        spec.config_json = json!({ "ops": ops }).to_string();
+        spec.kube = settings.clone();
+        let plugin = LoadedPlugin::from_file(
+            &self.engine,
+            spec,
+            std::path::Path::new(plugin_artifacts::API_PROBE),
+        )
+        .unwrap();
+        let grants = Grants::new(settings);
+        let services = HostServices {
+            cache: Arc::new(NoCache),
+            api: Some(self.api.clone()),
+            grants: grants.clone(),
+            dry_run: false,
+            identity: "test-host".into(),
+        };
+        let runner = PluginRunner::start(self.engine.clone(), plugin, services)
+            .await
+            .unwrap();
+        (runner, grants)
+    }
+
+    async fn seed_pod(&self, ns: &str, name: &str) -> Pod {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": name, "namespace": ns, "labels": { "app": "web" } },
+            "spec": { "containers": [{ "name": "c", "image": "img:1" }] },
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(self.client.clone(), ns)
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap()
+    }
+
+    async fn pod(&self, ns: &str, name: &str) -> Option<Pod> {
+        Api::<Pod>::namespaced(self.client.clone(), ns)
+            .get_opt(name)
+            .await
+            .unwrap()
+    }
+
+    /// Writes the simulator received: every request but GET.
+    fn writes(&self) -> Vec<apisim::request_log::RequestRecord> {
+        self.sim
+            .request_log()
+            .entries()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .collect()
+    }
+}
+
+/// One event about `pod`, to trigger the probe's ops; returns their outcomes.
+async fn trigger(runner: &mut PluginRunner, pod: &Pod) -> Vec<Value> {
+    let raw = serde_json::to_vec(pod).unwrap();
+    let object = Arc::new(Object::from_json(&raw, &Transform::default()).unwrap());
+    let n = Arc::new(Notification {
+        kind: EventKind::Added,
+        resource: "v1/pods".into(),
+        key: object.key().into(),
+        object,
+        old: None,
+        in_initial_list: false,
+        final_state_unknown: false,
+    });
+    match runner.handle(n).await {
+        Delivery::HandlerError(m) => serde_json::from_str(&m).unwrap(),
+        other => panic!("the probe answers with its outcomes, got {other:?}"),
+    }
+}
+
+fn label_patch(ns: &str, name: &str, value: &str) -> Value {
+    json!({
+        "call": "patch", "resource": "v1/pods", "namespace": ns, "name": name,
+        "patch": "merge", "body": { "metadata": { "labels": { "touched": value } } },
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_resource_verb_and_namespace_are_forbidden_and_write_nothing() {
+    let w = world().await;
+    let a = w.seed_pod("team-a", "web").await;
+    let b = w.seed_pod("team-b", "web").await;
+    let settings = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["patch"], Some(&["team-a"]))],
+        ..KubeSettings::default()
+    };
+    let ops = json!([
+        // Undeclared resource.
+        { "call": "create", "resource": "v1/configmaps", "namespace": "team-a",
+          "body": { "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "x" } } },
+        // Undeclared verb.
+        { "call": "delete", "resource": "v1/pods", "namespace": "team-a", "name": "web" },
+        // Undeclared namespace.
+        label_patch("team-b", "web", "no"),
+        // Undeclared subresource.
+        { "call": "patch-status", "resource": "v1/pods", "namespace": "team-a", "name": "web",
+          "patch": "merge", "body": { "status": { "phase": "Failed" } } },
+        // Granted: the control that this setup writes when allowed.
+        label_patch("team-a", "web", "yes"),
+    ]);
+    let (mut r, _) = w.probe(ops, settings).await;
+    w.sim.request_log().clear();
+    let out = trigger(&mut r, &a).await;
+    for (i, o) in out[..4].iter().enumerate() {
+        assert_eq!(o["error"], "forbidden", "op {i}: {o}");
+        assert!(
+            o["message"].as_str().unwrap().contains("[[write]]"),
+            "op {i}: {o}"
+        );
+    }
+    assert_eq!(out[4]["ok"], true, "{}", out[4]);
+    // The server received exactly the granted write, and holds its effect only.
+    let writes = w.writes();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0].method, "PATCH");
+    assert_eq!(writes[0].path, "/api/v1/namespaces/team-a/pods/web");
+    assert_eq!(
+        writes[0].param("fieldManager").as_deref(),
+        Some("wasm-informer/probe")
+    );
+    let a_now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(a_now.metadata.labels.unwrap()["touched"], "yes");
+    let b_now = w.pod("team-b", "web").await.unwrap();
+    assert_eq!(b_now.metadata.resource_version, b.metadata.resource_version);
+    assert!(Api::<ConfigMap>::namespaced(w.client.clone(), "team-a")
+        .get_opt("x")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(r.status().snapshot().api.denied, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_replace_is_a_conflict_and_changes_nothing() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    // The plugin's copy, then a change on the server that makes it stale.
+    let mut stale = serde_json::to_value(&pod).unwrap();
+    stale["metadata"]["labels"]["by"] = "plugin".into();
+    let mut fresh = pod.clone();
+    fresh
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("by".into(), "someone-else".into());
+    Api::<Pod>::namespaced(w.client.clone(), "team-a")
+        .replace("web", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    let mut no_rv = stale.clone();
+    no_rv["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let settings = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["replace"], None)],
+        ..KubeSettings::default()
+    };
+    let ops = json!([
+        { "call": "replace", "resource": "v1/pods", "namespace": "team-a", "name": "web", "body": stale },
+        { "call": "replace", "resource": "v1/pods", "namespace": "team-a", "name": "web", "body": no_rv },
+    ]);
+    let (mut r, _) = w.probe(ops, settings).await;
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["error"], "conflict", "{}", out[0]);
+    // A replace without the precondition is refused before it is sent.
+    assert_eq!(out[1]["error"], "invalid", "{}", out[1]);
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(now.metadata.labels.unwrap()["by"], "someone-else");
+    assert_eq!(
+        w.writes().iter().filter(|r| r.method == "PUT").count(),
+        1,
+        "only the stale replace reached the server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_reach_the_plugin_typed_after_the_documented_retries() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["patch"], None)],
+        write_timeout: Duration::from_millis(3500),
+        ..KubeSettings::default()
+    };
+    let (mut r, _) = w
+        .probe(json!([label_patch("team-a", "web", "1")]), settings)
+        .await;
+    let patches = |w: &World| w.writes().iter().filter(|r| r.method == "PATCH").count();
+
+    // A 500 without Retry-After: not retried, `unavailable`.
+    w.sim.request_log().clear();
+    w.sim.faults().fail_next_500(1);
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["error"], "unavailable", "{}", out[0]);
+    assert_eq!(patches(&w), 1, "a 500 is not retried");
+    assert_eq!(w.sim.faults().stats().failures_with(500), 1);
+
+    // Two 429s with Retry-After: 1 then success, within the call's time.
+    w.sim.request_log().clear();
+    w.sim.faults().fail_next_429(2, 1);
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["ok"], true, "retried through two 429s: {}", out[0]);
+    assert_eq!(patches(&w), 3);
+
+    // More 429s than the call's time allows: `rate-limited`, after the retries
+    // that fit (3 attempts at 1 s intervals within 3.5 s).
+    w.sim.request_log().clear();
+    w.sim.faults().fail_next_429(10, 1);
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["error"], "rate-limited", "{}", out[0]);
+    let tried = patches(&w);
+    assert!((3..=4).contains(&tried), "{tried} attempts");
+    w.sim.faults().reset();
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(
+        now.metadata.labels.unwrap()["touched"],
+        "1",
+        "only the successful patch landed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_persists_nothing_and_returns_the_object() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        grants: vec![
+            grant("v1/pods", None, &["patch", "delete"], None),
+            grant("v1/configmaps", None, &["create"], None),
+        ],
+        dry_run: true,
+        ..KubeSettings::default()
+    };
+    let ops = json!([
+        { "call": "dry-run" },
+        { "call": "create", "resource": "v1/configmaps", "namespace": "team-a",
+          "body": { "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "made" }, "data": { "k": "v" } } },
+        label_patch("team-a", "web", "dry"),
+        { "call": "patch", "resource": "v1/pods", "namespace": "team-a", "name": "web", "patch": "apply",
+          "body": { "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "web", "namespace": "team-a", "labels": { "applied": "dry" } } } },
+        { "call": "delete", "resource": "v1/pods", "namespace": "team-a", "name": "web" },
+    ]);
+    let (mut r, _) = w.probe(ops, settings).await;
+    w.sim.request_log().clear();
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["dry_run"], true);
+    // Each write answered with the would-be object.
+    assert_eq!(out[1]["object"]["data"]["k"], "v", "{}", out[1]);
+    assert_eq!(
+        out[2]["object"]["metadata"]["labels"]["touched"], "dry",
+        "{}",
+        out[2]
+    );
+    assert_eq!(
+        out[3]["object"]["metadata"]["labels"]["applied"], "dry",
+        "{}",
+        out[3]
+    );
+    assert_eq!(out[4]["ok"], true, "{}", out[4]);
+    // Every write carried dryRun=All, and nothing persisted.
+    let writes = w.writes();
+    assert_eq!(writes.len(), 4, "{writes:?}");
+    for rec in &writes {
+        assert_eq!(rec.param("dryRun").as_deref(), Some("All"), "{rec:?}");
+    }
+    let now = w
+        .pod("team-a", "web")
+        .await
+        .expect("the dry-run delete kept the pod");
+    assert_eq!(now.metadata.resource_version, pod.metadata.resource_version);
+    assert!(Api::<ConfigMap>::namespaced(w.client.clone(), "team-a")
+        .get_opt("made")
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(r.status().snapshot().api.dry_run, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_grant_is_refused_at_the_next_call() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let with = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["patch"], None)],
+        ..KubeSettings::default()
+    };
+    let (mut r, grants) = w
+        .probe(json!([label_patch("team-a", "web", "before")]), with)
+        .await;
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["ok"], true, "{}", out[0]);
+    // The reload's revocation: the same handle, replaced in place.
+    grants.replace(KubeSettings::default());
+    w.sim.request_log().clear();
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["error"], "forbidden", "{}", out[0]);
+    assert!(w.writes().is_empty(), "{:?}", w.writes());
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(now.metadata.labels.unwrap()["touched"], "before");
+}
+
+/// A plugin whose every call hangs (the simulator delays every answer) gets
+/// `timeout` within its `write_timeout_ms`; it holds only its own thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_api_server_times_out_the_call_within_its_bound() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["patch"], None)],
+        write_timeout: Duration::from_millis(300),
+        ..KubeSettings::default()
+    };
+    let (mut r, _) = w
+        .probe(json!([label_patch("team-a", "web", "x")]), settings)
+        .await;
+    w.sim.faults().set_delay(Some(Duration::from_secs(5)));
+    let started = Instant::now();
+    let out = trigger(&mut r, &pod).await;
+    let took = started.elapsed();
+    w.sim.faults().set_delay(None);
+    assert_eq!(out[0]["error"], "timeout", "{}", out[0]);
+    assert!(
+        w.sim.faults().stats().delayed_responses >= 1,
+        "the delay fired"
+    );
+    // Bounded by the call's timeout, far below the server's 5 s.
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // The time blocked in the API call is not charged to the guest's deadline
+    // (timeout_ms is 1000 ms by default and was not exceeded by guest code).
+    assert_eq!(r.status().snapshot().traps, 0);
+}

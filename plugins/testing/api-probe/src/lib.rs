@@ -1,0 +1,180 @@
+//! Test plugin for the `kube` and `events` capabilities: on every event it
+//! makes the calls its `[config] ops` lists, in order, and returns the outcome
+//! of each as JSON in its `err` result, so a test can compare what the plugin
+//! was told with what the server holds.
+//!
+//! An op: `{"call": "get|create|replace|patch|delete|get-status|
+//! replace-status|patch-status|event|dry-run", "resource", "namespace",
+//! "name", "body", "patch": "merge|json|strategic-merge|apply", "force",
+//! "delete": {"uid", "resource_version", "propagation"}, "event": {"type",
+//! "reason", "action", "note"}}`. An Event is about the event's object.
+//!
+//! Invariant: `on-event` always returns `err([<outcome>, ...])`, one outcome
+//! per op: `{"ok": true, "object": <json or null>}` or
+//! `{"ok": false, "error": "<api-error case>", "message": "..."}`.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use wasm_informer_sdk::events::{self, EventType};
+use wasm_informer_sdk::kube::{self, DeleteParams, Patch, Propagation};
+use wasm_informer_sdk::{export_plugin, ApiError, Config, Event, Handler, Object, Result};
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Delete {
+    uid: Option<String>,
+    resource_version: Option<String>,
+    propagation: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Ev {
+    #[serde(rename = "type")]
+    type_: String,
+    reason: String,
+    action: String,
+    note: String,
+}
+
+#[derive(Deserialize)]
+struct Op {
+    call: String,
+    #[serde(default)]
+    resource: String,
+    namespace: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    body: Value,
+    #[serde(default)]
+    patch: String,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    delete: Delete,
+    #[serde(default)]
+    event: Ev,
+}
+
+#[derive(Deserialize)]
+struct Settings {
+    ops: Vec<Op>,
+}
+
+struct Probe {
+    ops: Vec<Op>,
+}
+
+fn error_case(e: &ApiError) -> (&'static str, String) {
+    match e {
+        ApiError::Forbidden(m) => ("forbidden", m.clone()),
+        ApiError::NotFound(m) => ("not-found", m.clone()),
+        ApiError::Conflict(m) => ("conflict", m.clone()),
+        ApiError::AlreadyExists(m) => ("already-exists", m.clone()),
+        ApiError::Invalid(d) => ("invalid", d.message.clone()),
+        ApiError::RateLimited(m) => ("rate-limited", m.clone()),
+        ApiError::Timeout(m) => ("timeout", m.clone()),
+        ApiError::Unavailable(m) => ("unavailable", m.clone()),
+    }
+}
+
+fn outcome(r: Result<Option<Object<'static>>>) -> Value {
+    match r {
+        Ok(o) => json!({
+            "ok": true,
+            "object": o.map(|o| serde_json::from_str::<Value>(&o.json()).unwrap_or(Value::Null)),
+        }),
+        Err(e) => match e.api() {
+            Some(api) => {
+                let (case, message) = error_case(api);
+                json!({ "ok": false, "error": case, "message": message })
+            }
+            None => json!({ "ok": false, "error": "sdk", "message": e.message() }),
+        },
+    }
+}
+
+impl Probe {
+    fn run(&self, op: &Op, event: &Event) -> Value {
+        let ns = op.namespace.as_deref();
+        let patch = || match op.patch.as_str() {
+            "json" => Patch::Json(op.body.clone()),
+            "strategic-merge" => Patch::Strategic(op.body.clone()),
+            "apply" => Patch::Apply(op.body.clone()),
+            _ => Patch::Merge(op.body.clone()),
+        };
+        let r = match op.call.as_str() {
+            "get" => kube::get(&op.resource, ns, &op.name).map(Some),
+            "create" => kube::create(&op.resource, ns, &op.body).map(Some),
+            "replace" => kube::replace(&op.resource, ns, &op.name, &op.body).map(Some),
+            "patch" => kube::patch(&op.resource, ns, &op.name, &patch(), op.force).map(Some),
+            "delete" => {
+                let p = DeleteParams {
+                    uid: op.delete.uid.clone(),
+                    resource_version: op.delete.resource_version.clone(),
+                    propagation: match op.delete.propagation.as_deref() {
+                        Some("orphan") => Some(Propagation::Orphan),
+                        Some("foreground") => Some(Propagation::Foreground),
+                        Some("background") => Some(Propagation::Background),
+                        _ => None,
+                    },
+                };
+                kube::delete(&op.resource, ns, &op.name, &p)
+            }
+            "get-status" => kube::get_status(&op.resource, ns, &op.name).map(Some),
+            "replace-status" => {
+                kube::replace_status(&op.resource, ns, &op.name, &op.body).map(Some)
+            }
+            "patch-status" => {
+                kube::patch_status(&op.resource, ns, &op.name, &patch(), op.force).map(Some)
+            }
+            "event" => {
+                let t = if op.event.type_ == "warning" {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                events::publish(
+                    &event.object().reference(),
+                    t,
+                    &op.event.reason,
+                    &op.event.action,
+                    &op.event.note,
+                )
+                .map(|()| None)
+            }
+            "dry-run" => return json!({ "ok": true, "dry_run": kube::dry_run() }),
+            other => {
+                return json!({ "ok": false, "error": "sdk", "message": format!("unknown call {other}") })
+            }
+        };
+        outcome(r)
+    }
+}
+
+impl Handler for Probe {
+    fn init(config: &Config) -> Result<Self> {
+        let s: Settings = config.parse()?;
+        Ok(Probe { ops: s.ops })
+    }
+
+    fn on_add(&mut self, e: &Event) -> Result<()> {
+        let out: Vec<Value> = self.ops.iter().map(|op| self.run(op, e)).collect();
+        Err(Value::Array(out).to_string().into())
+    }
+
+    fn on_update(&mut self, e: &Event) -> Result<()> {
+        self.on_add(e)
+    }
+
+    fn on_delete(&mut self, e: &Event) -> Result<()> {
+        self.on_add(e)
+    }
+
+    fn on_sync(&mut self, e: &Event) -> Result<()> {
+        self.on_add(e)
+    }
+}
+
+export_plugin!(Probe);
