@@ -20,7 +20,7 @@ use crate::query::Query;
 use crate::request_log::{RequestLog, RequestRecord};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
-use crate::store::{ListPage, ListRequest, Store, Subresource};
+use crate::store::{ListPage, ListRequest, ListVersion, Store, Subresource};
 use crate::watch::{Watch, WatchRequest, WatchStart};
 use crate::SimConfig;
 
@@ -109,9 +109,10 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         content_type: content_type.clone(),
     });
     if let Some(d) = app.faults.delay() {
+        app.faults.note_delayed();
         tokio::time::sleep(d).await;
     }
-    if let Some(f) = app.faults.take_failure() {
+    if let Some(f) = app.faults.take_failure_for(method.as_str(), &path) {
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
     }
@@ -248,22 +249,56 @@ async fn route(
     } else {
         body
     };
-    let Some(t) = parse_target(&app.store, &segs)? else {
+    // Legacy watch paths: `/api/v1/watch/...` and `/apis/G/V/watch/...` watch what the path
+    // without `watch` names; a trailing object name becomes a `metadata.name` field selector.
+    let (segs, legacy_watch) = match segs.as_slice() {
+        ["api", v, "watch", rest @ ..] => {
+            let mut s = vec!["api", *v];
+            s.extend_from_slice(rest);
+            (s, true)
+        }
+        ["apis", g, v, "watch", rest @ ..] => {
+            let mut s = vec!["apis", *g, *v];
+            s.extend_from_slice(rest);
+            (s, true)
+        }
+        _ => (segs, false),
+    };
+    let Some(mut t) = parse_target(&app.store, &segs)? else {
         return Err(ApiError::no_route(path));
     };
+    if legacy_watch {
+        if method != Method::GET || t.sub.is_some() {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {path}"
+            )));
+        }
+        let q = legacy_watch_query(q, t.name.take())?;
+        return watch(app, &t, &q, table).await;
+    }
     let ns = t.namespace.clone();
     match (method.clone(), &t.name, t.sub.as_deref()) {
         (Method::GET, None, None) => {
             if q.flag("watch") {
-                watch(app, &t, q, table)
+                watch(app, &t, q, table).await
             } else {
                 let req = q.list_request(ns.as_deref())?;
                 if let Some(tok) = &req.continue_token {
                     if app.faults.take_continue_expiry() {
+                        app.faults.note_continue_expiry();
                         return Err(ApiError::expired_continue(tok));
                     }
+                } else if let ListVersion::NotOlderThan(x) | ListVersion::Exact(x) = req.version {
+                    // As the watch cache does: wait a little for a newer resourceVersion to arrive.
+                    wait_fresh(app, x).await;
                 }
-                let page = app.store.list(t.rid, &req)?;
+                let page = match app.store.list(t.rid, &req) {
+                    Err(e) if e.code == 410 && req.continue_token.is_some() => {
+                        app.faults.note_continue_expiry();
+                        return Err(e);
+                    }
+                    r => r?,
+                };
                 if table {
                     let objs: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
                     let mut meta = json!({"resourceVersion": page.rv.to_string()});
@@ -482,18 +517,53 @@ pub fn list_body(rt: &ResourceType, page: &ListPage) -> Bytes {
     b.freeze()
 }
 
-fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiError> {
-    let rv = q.resource_version()?;
-    let send_initial = match q.get("sendInitialEvents") {
-        None | Some("") => None,
-        Some("true") | Some("1") => Some(true),
-        Some("false") | Some("0") => Some(false),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "invalid value for query parameter sendInitialEvents: {other:?}"
-            )))
+/// The query of a legacy watch path: `watch=true`, and the name from the path as a
+/// `metadata.name` field selector (a selector already given must name the same object, as the
+/// apiserver requires).
+fn legacy_watch_query(q: &Query, name: Option<String>) -> Result<Query, ApiError> {
+    let mut q = q.clone();
+    q.pairs.retain(|(k, _)| k != "watch");
+    q.pairs.push(("watch".into(), "true".into()));
+    if let Some(name) = name {
+        let given = q.field_selector()?;
+        if given.is_empty() {
+            q.pairs.retain(|(k, _)| k != "fieldSelector");
+            q.pairs
+                .push(("fieldSelector".into(), format!("metadata.name={name}")));
+        } else {
+            let names = given
+                .requirements
+                .iter()
+                .any(|r| r.field == "metadata.name" && !r.negated && r.value == name);
+            if !names {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
         }
-    };
+    }
+    Ok(q)
+}
+
+/// Waits (at most `SimConfig::too_large_rv_wait`) until the store reaches `rv`, as the apiserver's
+/// watch cache does before answering "Too large resource version". True when it did.
+async fn wait_fresh(app: &App, rv: u64) -> bool {
+    let mut rx = app.store.subscribe();
+    let deadline = tokio::time::Instant::now() + app.config.too_large_rv_wait;
+    loop {
+        if app.store.current_rv() >= rv {
+            return true;
+        }
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => return app.store.current_rv() >= rv,
+        }
+    }
+}
+
+async fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiError> {
+    let rv = q.resource_version()?;
+    let send_initial = q.opt_flag("sendInitialEvents");
     let rv_match = q.get("resourceVersionMatch").unwrap_or("");
     let bookmarks = q.flag("allowWatchBookmarks");
     if send_initial.is_some() {
@@ -516,9 +586,16 @@ fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiE
             "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
         ));
     }
-    let current = app.store.current_rv();
+    if let Some(x) = rv.filter(|x| *x > app.store.current_rv()) {
+        // The watch cache waits for the store to catch up, then answers HTTP 200 with one
+        // ERROR event carrying the 504 "Too large resource version" Status, and closes.
+        if !wait_fresh(app, x).await {
+            let e = ApiError::too_large_rv(x, app.store.current_rv());
+            let w = Watch::failed(app.store.clone(), app.faults.clone(), t.rid, e);
+            return Ok(watch_response(w));
+        }
+    }
     let start = match (send_initial, rv) {
-        (Some(true), Some(x)) if x > current => return Err(ApiError::too_large_rv(x, current)),
         (Some(true), _) => WatchStart::CurrentState,
         (Some(false), None) | (Some(false), Some(0)) => WatchStart::Now,
         (Some(false), Some(x)) | (None, Some(x)) if x != 0 => WatchStart::After(x),
@@ -542,10 +619,14 @@ fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiE
         req,
         app.config.bookmark_interval,
     )?;
+    Ok(watch_response(w))
+}
+
+fn watch_response(w: Watch) -> Response {
     let mut r = json_response(200, Body::from_stream(w.into_stream()));
     r.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
     );
-    Ok(r)
+    r
 }

@@ -122,12 +122,14 @@ impl ApiError {
         )
     }
 
-    /// 504 for a resourceVersion newer than the store's.
+    /// 504 for a resourceVersion newer than the store's, as k8s.io/apiserver's
+    /// `NewTooLargeResourceVersionError` builds it: a `NewTimeoutError` (message prefixed with
+    /// `Timeout: `, reason Timeout, `retryAfterSeconds` 1) with the `ResourceVersionTooLarge` cause.
     pub fn too_large_rv(requested: u64, current: u64) -> Self {
         let mut e = Self::new(
             504,
             "Timeout",
-            format!("Too large resource version: {requested}, current: {current}"),
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
         );
         e.details = Some(
             json!({"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1}),
@@ -138,6 +140,25 @@ impl ApiError {
     /// 500 InternalError (used by injected faults).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message.into())
+    }
+
+    /// An injected failure with `code` and the reason the apiserver uses for that code.
+    pub fn injected(code: u16) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Self::new(code, reason, format!("injected fault: {reason} ({code})"))
     }
 
     /// 429 TooManyRequests (used by injected faults).
@@ -233,6 +254,16 @@ mod tests {
             s,
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"kind":"configmaps","name":"x"},"code":409}"#
         );
+    }
+
+    #[test]
+    fn too_large_rv_matches_new_too_large_resource_version_error() {
+        let v: Value = serde_json::from_slice(&ApiError::too_large_rv(120, 7).body()).unwrap();
+        let want: Value = serde_json::from_str(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 120, current: 7","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#,
+        )
+        .unwrap();
+        assert_eq!(v, want);
     }
 
     #[test]

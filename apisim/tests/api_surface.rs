@@ -74,7 +74,7 @@ async fn list_resource_version_semantics() {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 504);
             assert!(
-                s.message.starts_with("Too large resource version"),
+                s.message.starts_with("Timeout: Too large resource version"),
                 "{}",
                 s.message
             );
