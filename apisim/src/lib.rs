@@ -19,6 +19,7 @@
 pub mod admin;
 pub mod continue_token;
 pub mod crd;
+pub mod deployment;
 pub mod discovery;
 pub mod faults;
 pub mod object;

@@ -55,6 +55,14 @@ pub fn extra_selectable_fields(rt: &ResourceType) -> &'static [&'static str] {
             "involvedObject.kind",
         ],
         ("", "namespaces") => &["status.phase"],
+        ("events.k8s.io", "events") => &[
+            "reason",
+            "type",
+            "regarding.name",
+            "regarding.kind",
+            "regarding.namespace",
+            "reportingController",
+        ],
         _ => &[],
     }
 }

@@ -418,7 +418,7 @@ async fn route(
                     let o = app
                         .store
                         .delete(t.rid, &ns, name, precondition.as_deref())?;
-                    Ok(json_response(200, o.json.clone()))
+                    Ok(delete_response(&t.rt, &o))
                 }
                 _ => Err(ApiError::method_not_allowed(format!(
                     "{method} is not supported on {path}"
@@ -429,6 +429,30 @@ async fn route(
             "{method} is not supported on {path}"
         ))),
     }
+}
+
+/// The answer to a DELETE: the object while its deletion is pending (finalizers) or when the
+/// kind returns deleted objects, otherwise a `Status` with `status: Success` naming it.
+fn delete_response(rt: &ResourceType, o: &crate::object::StoredObject) -> Response {
+    let v = o.value();
+    let pending = v["metadata"]["deletionTimestamp"].is_string()
+        && v["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+    if pending || rt.returns_deleted_object {
+        return json_response(200, o.json.clone());
+    }
+    let mut details = serde_json::Map::new();
+    details.insert("name".into(), json!(o.name));
+    if !rt.group.is_empty() {
+        details.insert("group".into(), json!(rt.group));
+    }
+    details.insert("kind".into(), json!(rt.plural));
+    details.insert("uid".into(), json!(o.uid));
+    value_response(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+    )
 }
 
 fn is_dry_run(q: &Query) -> bool {

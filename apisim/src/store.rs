@@ -16,6 +16,7 @@ use wasm_informer_selector::{FieldSelector, LabelSelector};
 
 use crate::continue_token::ContinueToken;
 use crate::crd;
+use crate::deployment;
 use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
@@ -185,12 +186,16 @@ fn meta_str<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
     v.get("metadata")?.get(field)?.as_str()
 }
 
-/// The object without `metadata` and `status`: what a change of `generation` is computed from.
-fn spec_part(v: &Value) -> Value {
+/// What a change of `generation` is computed from: the object without `metadata`, and without
+/// `status` when the kind has a status subresource (otherwise status is part of the spec, as for
+/// custom resources without one).
+fn spec_part(rt: &ResourceType, v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");
-        m.remove("status");
+        if rt.status_subresource {
+            m.remove("status");
+        }
     }
     v
 }
@@ -442,11 +447,16 @@ impl Store {
             meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             meta.insert("resourceVersion".into(), json!(rv.to_string()));
             meta.insert("creationTimestamp".into(), json!(now_timestamp()));
-            meta.insert("generation".into(), json!(1));
+            if rt.generation {
+                meta.insert("generation".into(), json!(1));
+            }
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
             default_status(&rt, &mut obj);
             normalize(&rt, &mut obj);
+            if deployment::is_deployment(&rt) {
+                deployment::complete_rollout(&mut obj, &now_timestamp());
+            }
             let so = Arc::new(StoredObject::from_value(&rt, &obj));
             inner.rv = rv;
             self.commit(&mut inner, rid, ChangeType::Added, so.clone(), None);
@@ -617,9 +627,15 @@ impl Store {
                 // No-op: the apiserver neither bumps the resourceVersion nor emits an event.
                 return Ok(old);
             }
-            if sub == Subresource::Main && spec_part(&merged) != spec_part(&old_v) {
+            if sub == Subresource::Main
+                && rt.generation
+                && spec_part(&rt, &merged) != spec_part(&rt, &old_v)
+            {
                 let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 merged["metadata"]["generation"] = json!(g);
+                if deployment::is_deployment(&rt) {
+                    deployment::complete_rollout(&mut merged, &now_timestamp());
+                }
             }
             if rt.kind == "CustomResourceDefinition" {
                 crd::validate(&merged)?;
@@ -695,6 +711,10 @@ impl Store {
                 {
                     v["metadata"]["deletionTimestamp"] = json!(now_timestamp());
                     v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                    // Starting a deletion bumps a kept generation, as BeforeDelete does.
+                    if let Some(g) = v["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
+                        v["metadata"]["generation"] = json!(g + 1);
+                    }
                 }
                 let so = Arc::new(StoredObject::from_value(&rt, &v));
                 self.commit(&mut inner, rid, ChangeType::Modified, so.clone(), Some(old));
@@ -889,8 +909,12 @@ pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), 
 }
 
 /// Write-time conversions the apiserver performs on every create and update: a Secret's
-/// `stringData` is merged into `data` (base64) and dropped.
+/// `stringData` is merged into `data` (base64) and dropped; a Deployment gets its defaults.
 fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if deployment::is_deployment(rt) {
+        deployment::set_defaults(obj);
+        return;
+    }
     if rt.group.is_empty() && rt.plural == "secrets" {
         use base64::Engine;
         let Some(m) = obj.as_object_mut() else {

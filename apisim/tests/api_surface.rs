@@ -118,7 +118,11 @@ async fn status_subresource_is_separate_from_the_main_resource() {
         .await
         .unwrap();
     assert_eq!(after.spec.unwrap().replicas, Some(2));
-    assert!(after.status.is_none());
+    assert_eq!(
+        after.status.unwrap().replicas,
+        Some(2),
+        "the status is the simulated controller's, not the 7 sent"
+    );
     assert_eq!(after.metadata.generation, Some(2));
     // ...and spec written through /status is ignored.
     let st = api

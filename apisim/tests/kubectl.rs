@@ -568,6 +568,15 @@ spec:
         .value();
     assert_eq!(dep["spec"]["replicas"], 5);
     assert_eq!(dep["metadata"]["generation"], 2);
+    assert_eq!(dep["status"]["observedGeneration"], 2);
+    assert_eq!(dep["status"]["availableReplicas"], 5);
+    // The status is kept in step, so a rollout is complete at once.
+    let t = std::time::Instant::now();
+    let out = k
+        .ok(&["rollout", "status", "deployment/web", "--timeout=30s"])
+        .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     k.sim.shutdown().await;
 }
 
