@@ -22,6 +22,7 @@ pub mod crd;
 pub mod deployment;
 pub mod discovery;
 pub mod faults;
+pub mod managed;
 pub mod object;
 pub mod patch;
 pub mod protobuf;
@@ -46,7 +47,10 @@ pub use object::{ObjectRef, StoredObject};
 pub use request_log::{RequestLog, RequestRecord};
 pub use resource::{ResourceId, ResourceType};
 pub use status::ApiError;
-pub use store::{ChangeType, ListRequest, ListVersion, Store, Subresource};
+pub use store::{
+    ChangeType, DeleteOptions, ListRequest, ListVersion, Propagation, Store, Subresource,
+    WriteOptions,
+};
 
 /// Simulator settings.
 #[derive(Debug, Clone)]

@@ -20,7 +20,10 @@ use crate::query::Query;
 use crate::request_log::{RequestLog, RequestRecord};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
-use crate::store::{ListPage, ListRequest, ListVersion, Store, Subresource};
+use crate::store::{
+    DeleteOptions, ListPage, ListRequest, ListVersion, Propagation, Store, Subresource,
+    WriteOptions,
+};
 use crate::watch::{Watch, WatchRequest, WatchStart};
 use crate::SimConfig;
 
@@ -91,6 +94,12 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => {
@@ -118,7 +127,15 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     }
     let q = Query::parse(&raw_query);
     let table = crate::table::wants_table(&accept);
-    match route(&app, &method, &path, &q, &content_type, table, body).await {
+    let ctx = Ctx {
+        method: &method,
+        path: &path,
+        q: &q,
+        content_type: &content_type,
+        user_agent: &user_agent,
+        table,
+    };
+    match route(&app, &ctx, body).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");
@@ -201,16 +218,82 @@ fn parse_target(store: &Store, segs: &[&str]) -> Result<Option<Target>, ApiError
     Ok(Some(t))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn route(
-    app: &App,
-    method: &Method,
-    path: &str,
-    q: &Query,
-    content_type: &str,
+/// What a handler needs to know about the request besides its body.
+struct Ctx<'a> {
+    method: &'a Method,
+    path: &'a str,
+    q: &'a Query,
+    content_type: &'a str,
+    user_agent: &'a str,
     table: bool,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+}
+
+impl Ctx<'_> {
+    /// The field manager of a non-apply write: `fieldManager`, else the User-Agent up to its
+    /// first `/`, as the apiserver derives it; None when neither is there.
+    fn manager(&self) -> Option<String> {
+        match self.q.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => Some(m.to_string()),
+            None => {
+                let ua = self.user_agent.split('/').next().unwrap_or("").trim();
+                (!ua.is_empty()).then(|| ua.chars().take(128).collect())
+            }
+        }
+    }
+
+    /// Options of a create, update or non-apply patch.
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            dry_run: self.q.dry_run()?,
+            field_manager: self.manager(),
+        })
+    }
+
+    /// Options of a DELETE: the DeleteOptions body, overridden by query parameters.
+    fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+        let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}"))
+            })?
+        };
+        let mut d = DeleteOptions {
+            dry_run: self.q.dry_run()?
+                || opts["dryRun"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == "All")),
+            precondition_uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
+            precondition_rv: opts["preconditions"]["resourceVersion"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+                .map(str::to_string),
+            propagation: Propagation::Background,
+        };
+        // The deprecated orphanDependents, then propagationPolicy (which wins).
+        let orphan = self
+            .q
+            .opt_flag("orphanDependents")
+            .or(opts["orphanDependents"].as_bool());
+        if orphan == Some(true) {
+            d.propagation = Propagation::Orphan;
+        }
+        let policy = self
+            .q
+            .get("propagationPolicy")
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .or(opts["propagationPolicy"].as_str().map(str::to_string));
+        if let Some(p) = policy {
+            d.propagation = Propagation::parse(&p)?;
+        }
+        Ok(d)
+    }
+}
+
+async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiError> {
+    let (method, path, q, content_type, table) =
+        (ctx.method, ctx.path, ctx.q, ctx.content_type, ctx.table);
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -318,10 +401,9 @@ async fn route(
         }
         (Method::POST, None, None) => {
             let obj = parse_json(&body, "create", &t.rt)?;
-            if is_dry_run(q) {
-                return Ok(value_response(201, &obj));
-            }
-            let o = app.store.create(t.rid, ns.as_deref(), obj)?;
+            let o = app
+                .store
+                .create_with(t.rid, ns.as_deref(), obj, &ctx.write_options()?)?;
             Ok(json_response(201, o.json.clone()))
         }
         (Method::DELETE, None, None) => {
@@ -334,9 +416,10 @@ async fn route(
                     ..req
                 },
             )?;
+            let opts = ctx.delete_options(&body)?;
             let mut deleted = Vec::new();
             for o in page.items {
-                if let Ok(d) = app.store.delete(t.rid, &o.namespace, &o.name, None) {
+                if let Ok(d) = app.store.delete_with(t.rid, &o.namespace, &o.name, &opts) {
                     deleted.push(d);
                 }
             }
@@ -355,12 +438,14 @@ async fn route(
                     Method::GET => crate::scale::get(&app.store, t.rid, &ns, name)?,
                     Method::PUT => {
                         let body = parse_json(&body, "update", &t.rt)?;
-                        crate::scale::put(&app.store, t.rid, &ns, name, &body)?
+                        let opts = ctx.write_options()?;
+                        crate::scale::put_with(&app.store, t.rid, &ns, name, &body, &opts)?
                     }
                     Method::PATCH => {
                         let pt = PatchType::from_content_type(content_type)?;
                         let p = patch::parse_body(pt, &body)?;
-                        crate::scale::patch(&app.store, t.rid, &ns, name, pt, &p)?
+                        let opts = ctx.write_options()?;
+                        crate::scale::patch_with(&app.store, t.rid, &ns, name, pt, &p, &opts)?
                     }
                     _ => {
                         return Err(ApiError::method_not_allowed(format!(
@@ -395,29 +480,15 @@ async fn route(
                 }
                 Method::PUT => {
                     let obj = parse_json(&body, "update", &t.rt)?;
-                    if is_dry_run(q) {
-                        return Ok(value_response(200, &obj));
-                    }
-                    let o = app.store.update(t.rid, &ns, name, sub, obj)?;
+                    let o =
+                        app.store
+                            .update_opts(t.rid, &ns, name, sub, obj, &ctx.write_options()?)?;
                     Ok(json_response(200, o.json.clone()))
                 }
-                Method::PATCH => patch_object(app, &t, &ns, name, sub, q, content_type, &body),
-                Method::DELETE => {
-                    let precondition = if body.is_empty() {
-                        None
-                    } else {
-                        let opts: Value = serde_json::from_slice(&body).map_err(|e| {
-                            ApiError::bad_request(format!(
-                                "the DeleteOptions body is not valid JSON: {e}"
-                            ))
-                        })?;
-                        opts["preconditions"]["resourceVersion"]
-                            .as_str()
-                            .map(str::to_string)
-                    };
-                    let o = app
-                        .store
-                        .delete(t.rid, &ns, name, precondition.as_deref())?;
+                Method::PATCH => patch_object(app, ctx, &t, &ns, name, sub, &body),
+                Method::DELETE if sub == Subresource::Main => {
+                    let opts = ctx.delete_options(&body)?;
+                    let o = app.store.delete_with(t.rid, &ns, name, &opts)?;
                     Ok(delete_response(&t.rt, &o))
                 }
                 _ => Err(ApiError::method_not_allowed(format!(
@@ -455,10 +526,6 @@ fn delete_response(rt: &ResourceType, o: &crate::object::StoredObject) -> Respon
     )
 }
 
-fn is_dry_run(q: &Query) -> bool {
-    q.pairs.iter().any(|(k, v)| k == "dryRun" && v == "All")
-}
-
 fn parse_json(body: &[u8], verb: &str, rt: &ResourceType) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -474,36 +541,62 @@ fn parse_json(body: &[u8], verb: &str, rt: &ResourceType) -> Result<Value, ApiEr
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn patch_object(
     app: &App,
+    ctx: &Ctx<'_>,
     t: &Target,
     ns: &str,
     name: &str,
     sub: Subresource,
-    q: &Query,
-    content_type: &str,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let pt = PatchType::from_content_type(content_type)?;
+    let pt = PatchType::from_content_type(ctx.content_type)?;
     let p = patch::parse_body(pt, body)?;
-    if is_dry_run(q) {
-        let cur = app.store.get(t.rid, ns, name)?.value();
-        return Ok(value_response(200, &patch::apply(pt, cur, &p)?));
+    let force = ctx.q.opt_flag("force");
+    if pt != PatchType::Apply {
+        if force.is_some() {
+            return Err(ApiError::invalid(
+                "",
+                "",
+                "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+            ));
+        }
+        let o = app
+            .store
+            .update_with_opts(t.rid, ns, name, sub, &ctx.write_options()?, |cur| {
+                patch::apply(pt, cur, &p)
+            })?;
+        return Ok(json_response(200, o.json.clone()));
     }
+    // Server-side apply: the manager must be named; ownership is computed under the store lock.
+    let Some(manager) = ctx.q.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return Err(ApiError::invalid(
+            "",
+            "",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        ));
+    };
+    let force = force.unwrap_or(false);
+    let opts = WriteOptions {
+        dry_run: ctx.q.dry_run()?,
+        field_manager: None,
+    };
+    let now = crate::store::now_timestamp();
     let res = app
         .store
-        .update_with(t.rid, ns, name, sub, |cur| patch::apply(pt, cur, &p));
+        .update_with_opts(t.rid, ns, name, sub, &opts, |cur| {
+            crate::managed::apply(&t.rt, sub, Some(&cur), &p, manager, force, &now)
+        });
     match res {
         Ok(o) => Ok(json_response(200, o.json.clone())),
-        Err(e) if e.code == 404 && pt == PatchType::Apply && sub == Subresource::Main => {
-            let mut obj = p.clone();
+        Err(e) if e.code == 404 && sub == Subresource::Main => {
+            let mut obj = crate::managed::apply(&t.rt, sub, None, &p, manager, force, &now)?;
             if !obj.get("metadata").is_some_and(|m| m.is_object()) {
                 obj["metadata"] = json!({});
             }
             obj["metadata"]["name"] = json!(name);
             let nsopt = if t.rt.namespaced { Some(ns) } else { None };
-            let o = app.store.create(t.rid, nsopt, obj)?;
+            let o = app.store.create_with(t.rid, nsopt, obj, &opts)?;
             Ok(json_response(201, o.json.clone()))
         }
         Err(e) => Err(e),

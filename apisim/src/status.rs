@@ -76,6 +76,28 @@ impl ApiError {
         e
     }
 
+    /// 409 Conflict of a server-side apply (`NewApplyConflict`): `causes` name each field and
+    /// manager; the details name no object.
+    pub fn apply_conflict(message: String, causes: Vec<Value>) -> Self {
+        let mut e = Self::new(409, "Conflict", message);
+        e.details = Some(json!({ "causes": causes }));
+        e
+    }
+
+    /// 409 Conflict of a failed DELETE precondition, as the registry reports a storage
+    /// `InvalidObj` error for `key` (`Precondition failed: UID in precondition: ...`).
+    pub fn precondition_failed(qualified_plural: &str, name: &str, key: &str, what: &str) -> Self {
+        let mut e = Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified_plural} \"{name}\": StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {what}"
+            ),
+        );
+        e.details = Some(details(qualified_plural, name));
+        e
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message.into())
