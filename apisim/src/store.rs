@@ -21,6 +21,7 @@ use crate::managed;
 use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
+use crate::timestamps;
 
 /// Type of a change, as sent in watch events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1375,9 +1376,15 @@ pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), 
     Ok(())
 }
 
-/// Write-time conversions the apiserver performs on every create and update: a Secret's
-/// `stringData` is merged into `data` (base64) and dropped; a Deployment gets its defaults.
+/// Write-time conversions the apiserver performs on every create and update: timestamps take
+/// their canonical form, a Secret's `stringData` is merged into `data` (base64) and dropped, a
+/// Deployment gets its defaults.
 fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom {
+        timestamps::normalize_metadata(obj);
+    } else {
+        timestamps::normalize(obj);
+    }
     if deployment::is_deployment(rt) {
         deployment::set_defaults(obj);
         return;

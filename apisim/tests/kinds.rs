@@ -425,3 +425,69 @@ async fn delete_answers_the_object_or_a_success_status_as_the_kind_does() {
     assert!(obj.metadata.deletion_timestamp.is_some());
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn timestamps_are_stored_in_the_apiservers_canonical_form() {
+    // The Python client writes MicroTime as "...+00:00"; the apiserver stores "...Z".
+    let sim = start(SimConfig::default()).await;
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+        "spec": {"holderIdentity": "a", "acquireTime": "2026-12-01T09:16:30.462743+00:00", "renewTime": "2026-12-01T11:16:31+02:00"}
+    });
+    let r = raw(
+        sim.addr(),
+        "POST",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+        Some(("application/json", &lease.to_string())),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(
+        r.json()["spec"]["acquireTime"],
+        "2026-12-01T09:16:30.462743Z"
+    );
+    assert_eq!(r.json()["spec"]["renewTime"], "2026-12-01T09:16:31.000000Z");
+    let ev = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
+        "eventTime": "2026-12-01T09:16:30.5+00:00", "reportingController": "a/b", "reportingInstance": "i",
+        "action": "A", "reason": "R", "type": "Normal",
+        "series": {"count": 2, "lastObservedTime": "2026-12-01T09:16:31.25-01:00"}
+    });
+    let r = raw(
+        sim.addr(),
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        Some(("application/json", &ev.to_string())),
+    )
+    .await;
+    let stored = sim
+        .store()
+        .get(
+            sim.store().rid("events.k8s.io/v1", "events"),
+            "default",
+            "e",
+        )
+        .unwrap()
+        .value();
+    assert_eq!(r.json(), stored);
+    assert_eq!(stored["eventTime"], "2026-12-01T09:16:30.500000Z");
+    assert_eq!(
+        stored["series"]["lastObservedTime"],
+        "2026-12-01T10:16:31.250000Z"
+    );
+    // metav1.Time has whole seconds.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []},
+                     "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T09:16:30.999+00:00"}]}});
+    let r = raw(
+        sim.addr(),
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some(("application/json", &pod.to_string())),
+    )
+    .await;
+    assert_eq!(
+        r.json()["status"]["conditions"][0]["lastTransitionTime"],
+        "2026-12-01T09:16:30Z"
+    );
+    sim.shutdown().await;
+}
