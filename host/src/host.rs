@@ -30,7 +30,7 @@ use crate::drain::{Drain, DrainGate};
 use crate::kube_api::KubeApi;
 use crate::metrics::Observe;
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
-use crate::report::{InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
+use crate::report::{ApiReport, InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
 use kube_informer::cache_view::CacheView;
 use kube_informer::indexer::IndexSpec;
 use kube_informer::latency::{LatencyHistogram, TimedHandler};
@@ -114,6 +114,12 @@ impl Slot {
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),
+            api: c.api.plus(&ApiReport {
+                requests: st.api.requests,
+                denied: st.api.denied,
+                dry_run: st.api.dry_run,
+                by_verb: st.api.by_verb.clone(),
+            }),
             ..Default::default()
         };
         r.delivered.added = c.delivered.added + st.delivered.added;

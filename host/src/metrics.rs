@@ -167,6 +167,42 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &per_plugin(&|p| p.queue_depth_max as f64),
         )?;
+        let mut api = Vec::new();
+        for (n, p) in &plugins {
+            for (verb, codes) in &p.api.by_verb {
+                for (code, v) in codes {
+                    api.push((
+                        vec![
+                            ("plugin", n.as_str()),
+                            ("verb", verb.as_str()),
+                            ("code", code.as_str()),
+                        ],
+                        *v as f64,
+                    ));
+                }
+            }
+        }
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_requests",
+            "API requests a plugin made, by verb and outcome (HTTP status code, or timeout, unavailable, rate-limited).",
+            MetricType::Counter,
+            &api,
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_denied",
+            "API calls refused by the plugin's grants (nothing was sent).",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.denied as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_dry_run",
+            "API requests sent as dry runs.",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.dry_run as f64),
+        )?;
         let mut states = Vec::new();
         for (n, p) in &plugins {
             for s in PLUGIN_STATES {

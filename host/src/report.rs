@@ -81,6 +81,42 @@ pub struct PluginReport {
     /// Extra: the last error (load failure, trap or handler error), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Extra: the plugin's API calls (the `kube` and `events` capabilities).
+    #[serde(default)]
+    pub api: ApiReport,
+}
+
+/// One plugin's API calls, all versions of it together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiReport {
+    /// Requests sent to the API server.
+    pub requests: u64,
+    /// Calls refused by the plugin's grants (nothing was sent).
+    pub denied: u64,
+    /// Requests sent as dry runs.
+    pub dry_run: u64,
+    /// Requests by verb, then by outcome: the HTTP status code, or
+    /// `timeout`, `unavailable`, `rate-limited` when no answer came.
+    pub by_verb: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl ApiReport {
+    /// The sum of two reports (a plugin's earlier versions and its current one).
+    pub fn plus(&self, other: &ApiReport) -> ApiReport {
+        let mut by_verb = self.by_verb.clone();
+        for (verb, codes) in &other.by_verb {
+            let v = by_verb.entry(verb.clone()).or_default();
+            for (code, n) in codes {
+                *v.entry(code.clone()).or_default() += n;
+            }
+        }
+        ApiReport {
+            requests: self.requests + other.requests,
+            denied: self.denied + other.denied,
+            dry_run: self.dry_run + other.dry_run,
+            by_verb,
+        }
+    }
 }
 
 /// One informer's line of the report.

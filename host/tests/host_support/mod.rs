@@ -113,8 +113,14 @@ impl HostProc {
 
     /// Spawns the binary with `args`, in the repository root.
     pub fn spawn(args: &[&str]) -> Self {
+        Self::spawn_with_env(args, &[])
+    }
+
+    /// Spawns the binary with `args` and extra environment variables.
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(repo_root())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
