@@ -536,6 +536,7 @@ impl Host {
                     .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
                 namespace: manifest.namespace.clone(),
                 label_selector: manifest.label_selector.clone(),
+                ownership: None,
             };
             let handle = self
                 .registry
