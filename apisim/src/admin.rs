@@ -139,14 +139,28 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
                 app.log
                     .entries()
                     .into_iter()
-                    .map(|r| json!({"method": r.method, "path": r.path, "query": r.query, "contentType": r.content_type}))
+                    .map(|r| {
+                        json!({
+                            "method": r.method,
+                            "path": r.path,
+                            "query": r.query,
+                            "contentType": r.content_type,
+                            "userAgent": r.user_agent,
+                            "atMicros": r.at_micros,
+                            "status": r.status,
+                            "body": r.body,
+                            "seq": r.seq,
+                        })
+                    })
                     .collect(),
             )),
             Method::DELETE => {
                 app.log.clear();
                 Ok(json!({"cleared": true}))
             }
-            _ => Err(ApiError::method_not_allowed(format!("/_sim/requests needs GET or DELETE, got {method}"))),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "/_sim/requests needs GET or DELETE, got {method}"
+            ))),
         },
         "stats" => {
             let mut objects = serde_json::Map::new();

@@ -2,15 +2,20 @@
 //! sent (paging, resourceVersion, watch parameters).
 //!
 //! Invariant: requests are recorded in arrival order, before any fault or handler runs; admin
-//! requests under `/_sim/` are not recorded.
+//! requests under `/_sim/` are not recorded. Each record carries its arrival time (wall clock), the
+//! client's user agent, the body of writes, and, once answered, the response status, so that a
+//! test can tell which client wrote what, when, and whether the write took effect.
 
 use parking_lot::Mutex;
 use std::sync::Arc;
 
 use crate::query::Query;
 
+/// Bodies of writes are kept up to this many bytes.
+pub const MAX_BODY: usize = 16 * 1024;
+
 /// One received request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestRecord {
     /// HTTP method, e.g. `GET`.
     pub method: String,
@@ -20,6 +25,16 @@ pub struct RequestRecord {
     pub query: String,
     /// Content-Type header of the request, empty when absent.
     pub content_type: String,
+    /// User-Agent header of the request, empty when absent.
+    pub user_agent: String,
+    /// Arrival time, microseconds since the Unix epoch.
+    pub at_micros: u64,
+    /// Response status; 0 until the response (or a stream's head) is sent.
+    pub status: u16,
+    /// The request body of a write (not GET), up to [`MAX_BODY`] bytes, as text.
+    pub body: String,
+    /// Position in the log since the simulator started (not reset by `clear`).
+    pub seq: u64,
 }
 
 impl RequestRecord {
@@ -38,12 +53,26 @@ impl RequestRecord {
 #[derive(Debug, Clone, Default)]
 pub struct RequestLog {
     entries: Arc<Mutex<Vec<RequestRecord>>>,
+    next_seq: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RequestLog {
-    /// Appends a record.
-    pub fn record(&self, r: RequestRecord) {
+    /// Appends a record; returns its sequence number, for [`RequestLog::set_status`].
+    pub fn record(&self, mut r: RequestRecord) -> u64 {
+        let seq = self
+            .next_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        r.seq = seq;
         self.entries.lock().push(r);
+        seq
+    }
+
+    /// Records the response status of request `seq`.
+    pub fn set_status(&self, seq: u64, status: u16) {
+        let mut entries = self.entries.lock();
+        if let Some(r) = entries.iter_mut().rev().find(|r| r.seq == seq) {
+            r.status = status;
+        }
     }
 
     /// A copy of every record so far.

@@ -91,6 +91,16 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let at_micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => {
@@ -102,12 +112,46 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if let Some(admin) = path.strip_prefix("/_sim/") {
         return crate::admin::handle(&app, &method, admin, &Query::parse(&raw_query), &body);
     }
-    app.log.record(RequestRecord {
+    let logged_body = if method == Method::GET {
+        String::new()
+    } else {
+        String::from_utf8_lossy(&body[..body.len().min(crate::request_log::MAX_BODY)]).into_owned()
+    };
+    let seq = app.log.record(RequestRecord {
         method: method.to_string(),
         path: path.clone(),
         query: raw_query.clone(),
         content_type: content_type.clone(),
+        user_agent,
+        at_micros,
+        status: 0,
+        body: logged_body,
+        seq: 0,
     });
+    let response = serve(
+        &app,
+        &method,
+        &path,
+        &raw_query,
+        &content_type,
+        &accept,
+        body,
+    )
+    .await;
+    app.log.set_status(seq, response.status().as_u16());
+    response
+}
+
+/// Serves one API request (recorded already).
+async fn serve(
+    app: &Arc<App>,
+    method: &http::Method,
+    path: &str,
+    raw_query: &str,
+    content_type: &str,
+    accept: &str,
+    body: Bytes,
+) -> Response {
     if let Some(d) = app.faults.delay() {
         tokio::time::sleep(d).await;
     }
@@ -115,9 +159,9 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
     }
-    let q = Query::parse(&raw_query);
-    let table = crate::table::wants_table(&accept);
-    match route(&app, &method, &path, &q, &content_type, table, body).await {
+    let q = Query::parse(raw_query);
+    let table = crate::table::wants_table(accept);
+    match route(app, method, path, &q, content_type, table, body).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");
@@ -429,8 +473,29 @@ fn patch_object(
     let pt = PatchType::from_content_type(content_type)?;
     let p = patch::parse_body(pt, body)?;
     if is_dry_run(q) {
-        let cur = app.store.get(t.rid, ns, name)?.value();
-        return Ok(value_response(200, &patch::apply(pt, cur, &p)?));
+        return match app.store.get(t.rid, ns, name) {
+            Ok(cur) => Ok(value_response(200, &patch::apply(pt, cur.value(), &p)?)),
+            // A dry-run apply of a new object answers what it would create,
+            // after the checks a create makes (its namespace must exist).
+            Err(e) if e.code == 404 && pt == PatchType::Apply && sub == Subresource::Main => {
+                if t.rt.namespaced {
+                    let nss = app.store.rid("v1", "namespaces");
+                    app.store
+                        .get(nss, "", ns)
+                        .map_err(|_| ApiError::not_found("namespaces", ns))?;
+                }
+                let mut obj = p.clone();
+                if !obj.get("metadata").is_some_and(|m| m.is_object()) {
+                    obj["metadata"] = json!({});
+                }
+                obj["metadata"]["name"] = json!(name);
+                if t.rt.namespaced {
+                    obj["metadata"]["namespace"] = json!(ns);
+                }
+                Ok(value_response(201, &obj))
+            }
+            Err(e) => Err(e),
+        };
     }
     let res = app
         .store
