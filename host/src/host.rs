@@ -156,6 +156,9 @@ pub struct HostOptions {
     pub rescan_every: Option<Duration>,
     /// File-watch debounce.
     pub debounce: Option<Duration>,
+    /// Leader election or sharding: plugins receive only the keys this
+    /// replica delivers, and their `init` config says who they are.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// The running host.
@@ -473,9 +476,13 @@ impl Host {
         manifest: &PluginManifest,
         previous: Option<(PluginReport, u64, Arc<LatencyHistogram>)>,
     ) -> Result<Slot, String> {
+        let config_json = match &self.options.cluster {
+            Some(c) => c.plugin_config(&manifest.config_json),
+            None => manifest.config_json.clone(),
+        };
         let spec = PluginSpec {
             name: manifest.name.clone(),
-            config_json: manifest.config_json.clone(),
+            config_json,
             read: manifest.readable(),
             limits: PluginLimits {
                 fuel_per_event: manifest.limits.fuel_per_event,
@@ -536,7 +543,7 @@ impl Host {
                     .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
                 namespace: manifest.namespace.clone(),
                 label_selector: manifest.label_selector.clone(),
-                ownership: None,
+                ownership: self.options.cluster.as_ref().map(|c| c.ownership().clone()),
             };
             let handle = self
                 .registry
@@ -739,6 +746,7 @@ impl Observe for Host {
             simulator_objects: BTreeMap::new(),
             reloads: sh.events.clone(),
             config_errors: sh.failures.values().map(|f| f.message.clone()).collect(),
+            cluster: self.options.cluster.as_ref().map(|c| c.report()),
         }
     }
 
@@ -752,6 +760,26 @@ impl Observe for Host {
         for f in self.shared.lock().failures.values() {
             reasons.push(format!("plugin failed to load: {}", f.message));
         }
+        if let Some(c) = &self.options.cluster {
+            reasons.extend(c.not_ready());
+        }
         reasons
+    }
+
+    fn cluster_lines(&self) -> Vec<String> {
+        self.options
+            .cluster
+            .as_ref()
+            .map(|c| c.status_lines())
+            .unwrap_or_default()
+    }
+
+    fn cluster_json(&self, with_keys: bool) -> Option<serde_json::Value> {
+        let c = self.options.cluster.as_ref()?;
+        let mut v = serde_json::to_value(c.report()).ok()?;
+        if with_keys {
+            v["owned_keys"] = serde_json::to_value(c.owned_keys()).ok()?;
+        }
+        Some(v)
     }
 }

@@ -16,6 +16,9 @@ pub mod host;
 pub mod reload;
 pub mod drain;
 
+// Replicas: leader election and sharding on Leases.
+pub mod cluster;
+
 // What the host reports.
 pub mod report;
 pub mod metrics;
