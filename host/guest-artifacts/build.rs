@@ -20,6 +20,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("slow", "SLOW"),
     ("sandbox-probe", "SANDBOX_PROBE"),
     ("echo", "ECHO"),
+    ("event-log", "EVENT_LOG"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),
