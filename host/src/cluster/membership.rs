@@ -45,7 +45,8 @@
 //! - On losing the lease (no renewal within the renew deadline) the fence is
 //!   closed, then delivery is narrowed to nothing, and the claim is withdrawn.
 //! - A clean shutdown narrows to nothing, waits for the plugins, then deletes
-//!   the Lease, so peers take the keys at their next read.
+//!   the Lease, so peers take the keys at their next read. The Lease of a
+//!   replica that died is deleted by the first peer that sees it expired.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -71,8 +72,12 @@ pub const VIEW_ANNOTATION: &str = "wasm-informer.dev/view";
 /// so that its peers compute its claim exactly as it does.
 pub const VNODES_ANNOTATION: &str = "wasm-informer.dev/virtual-nodes";
 
-/// A Lease expired this long (beyond its duration) is deleted by any member.
-const ORPHAN_AFTER: Duration = Duration::from_secs(60);
+/// A Lease expired this long (beyond its duration) is deleted by any member
+/// that sees it. Deleting at once is safe (its holder stopped delivering
+/// before it expired, and recreates it if it comes back) and keeps a replica
+/// that starts later from waiting a lease duration for a Lease it has never
+/// seen renewed (client-go's rule makes a first observation count as fresh).
+const ORPHAN_AFTER: Duration = Duration::ZERO;
 
 /// This replica's view of the ring, for the report.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -577,8 +582,8 @@ impl Member {
     }
 }
 
-/// Deletes a ring Lease that has been expired for a long time (its replica
-/// died without deleting it), if it is still the version read.
+/// Deletes a ring Lease that has expired (its replica died without deleting
+/// it), if it is still the version read.
 async fn collect_orphan(api: &Api<Lease>, config: &MemberConfig, name: &str, lease: &Lease) {
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
