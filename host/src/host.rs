@@ -534,6 +534,12 @@ impl Host {
             )
             .await
             .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+            // Sharding needs the resource's kind before the listener's first
+            // snapshot; the lease keeps the informer up until it subscribes.
+            let _kind = match &self.options.cluster {
+                Some(c) => c.learn_resource(&self.registry, &r.value).await,
+                None => None,
+            };
             let drain = Drain::new();
             let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
             let lc = HandlerOptions {

@@ -128,7 +128,12 @@ impl Delivery {
     /// Counts moved keys over `registry`'s caches.
     pub fn attach(&self, registry: &Arc<InformerRegistry>) {
         *self.registry.write() = Arc::downgrade(registry);
-        self.kinds.attach(registry);
+    }
+
+    /// Records the group and kind of `resource` (from discovery), which
+    /// shard keys need; call it before subscribing a listener to it.
+    pub fn learn_kind(&self, resource: &str, group: &str, kind: &str) {
+        self.kinds.insert(resource, group, kind);
     }
 
     fn predicate(&self, share: &Share) -> Arc<dyn Owns> {

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube_informer::{InformerRegistry, Ownership};
+use kube_informer::{InformerLease, InformerRegistry, Ownership};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -190,6 +190,28 @@ impl Cluster {
     /// The predicate every plugin listener must be registered with.
     pub fn ownership(&self) -> &Arc<Ownership> {
         self.delivery.ownership()
+    }
+
+    /// Resolves `resource` through `registry` (discovery, for resources
+    /// outside the built-in table) and records its group and kind, which
+    /// sharding hashes objects with. Call it before subscribing a plugin to
+    /// `resource`; until then, no replica delivers its objects. Keep the
+    /// returned lease until the plugin is subscribed, so that the informer is
+    /// not stopped and started again in between.
+    pub async fn learn_resource(
+        &self,
+        registry: &Arc<InformerRegistry>,
+        resource: &str,
+    ) -> Option<InformerLease> {
+        let lease = registry.acquire(resource).await.ok()?;
+        let spec = lease.informer().spec();
+        self.delivery
+            .learn_kind(&spec.id_string(), &spec.id.group, &spec.kind);
+        if spec.id_string() != resource {
+            self.delivery
+                .learn_kind(resource, &spec.id.group, &spec.kind);
+        }
+        Some(lease)
     }
 
     fn api(&self) -> Api<Lease> {

@@ -15,11 +15,11 @@
 //! - [`ShardOwns`] owns exactly the objects whose key hashes into its arcs.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use kube_informer::object::Object;
 use kube_informer::resource::ResourceSpec;
-use kube_informer::{InformerRegistry, Owns};
+use kube_informer::Owns;
 use parking_lot::RwLock;
 
 use super::ring::{hash, ArcSet};
@@ -35,47 +35,37 @@ pub fn shard_key(group: &str, kind: &str, object: &Object) -> String {
     }
 }
 
-/// The group and kind of each resource a listener serves, looked up once from
-/// the informer registry (discovery has already resolved them).
+/// The group and kind of each resource a listener serves: the built-in table,
+/// and what the host learnt from discovery before subscribing a plugin.
+///
+/// Looked up by the dispatcher (through [`ShardOwns`]) while it holds the
+/// informer's locks, so a lookup takes only this table's own lock, never the
+/// registry's.
 #[derive(Debug, Default)]
 pub struct Kinds {
     known: RwLock<HashMap<String, (String, String)>>,
-    registry: RwLock<Weak<InformerRegistry>>,
 }
 
 impl Kinds {
-    /// Kinds looked up in `registry`.
+    /// An empty table (built-in resources are always known).
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
-    /// Uses `registry`'s informers to learn kinds.
-    pub fn attach(&self, registry: &Arc<InformerRegistry>) {
-        *self.registry.write() = Arc::downgrade(registry);
-    }
-
-    /// Records a resource's group and kind (also for tests).
+    /// Records a resource's group and kind.
     pub fn insert(&self, resource: &str, group: &str, kind: &str) {
         self.known
             .write()
             .insert(resource.to_string(), (group.to_string(), kind.to_string()));
     }
 
-    /// `resource`'s group and kind: from the built-in table, else from its
-    /// running informer (discovery resolved it); `None` while unknown.
+    /// `resource`'s group and kind: recorded, else from the built-in table;
+    /// `None` while unknown.
     pub fn of(&self, resource: &str) -> Option<(String, String)> {
         if let Some(gk) = self.known.read().get(resource) {
             return Some(gk.clone());
         }
-        let spec = match ResourceSpec::builtin(resource) {
-            Ok(Some(spec)) => Some(spec),
-            _ => self
-                .registry
-                .read()
-                .upgrade()
-                .and_then(|r| r.informer(resource))
-                .map(|i| i.spec().clone()),
-        };
+        let spec = ResourceSpec::builtin(resource).ok().flatten();
         let spec = spec.filter(|s| !s.kind.is_empty())?;
         let gk = (spec.id.group.clone(), spec.kind.clone());
         self.known.write().insert(resource.to_string(), gk.clone());
