@@ -173,6 +173,74 @@ pub struct Report {
     /// Extra: configuration errors still in effect (file, position, key, reason).
     #[serde(default)]
     pub config_errors: Vec<String>,
+    /// Extra: this replica's role and shard, in leader or sharded mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterReport>,
+}
+
+/// This replica in a cluster (`[cluster]` mode `leader` or `sharded`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterReport {
+    /// `leader` or `sharded`.
+    pub mode: String,
+    /// This replica's identity (holder identity in its Leases).
+    pub identity: String,
+    /// Namespace of the Leases.
+    pub namespace: String,
+    /// Leader mode: the election's Lease; sharded mode: this replica's Lease.
+    pub lease: String,
+    /// Sharded mode: the ring's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<String>,
+    /// `leader`, `standby` (leader mode); `member`, `joining`, `settling`,
+    /// `lost` (sharded mode); `stopped` once shut down.
+    pub role: String,
+    /// Leader mode: the holder last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Sharded mode: the live members seen (this replica included while it
+    /// holds its lease).
+    #[serde(default)]
+    pub members: Vec<String>,
+    /// Sharded mode: the member list this replica's Lease claims under.
+    #[serde(default)]
+    pub view: Vec<String>,
+    /// Share of the keys delivered, from 0 to 1.
+    pub owned_fraction: f64,
+    /// Cached keys delivered now, per resource.
+    #[serde(default)]
+    pub shard_keys: BTreeMap<String, u64>,
+    /// Leader mode: times this replica became the leader.
+    #[serde(default)]
+    pub leader_acquisitions: u64,
+    /// Changes of what is delivered.
+    #[serde(default)]
+    pub handovers: u64,
+    /// Cached keys gained (replayed to the plugins) over all changes.
+    #[serde(default)]
+    pub keys_gained: u64,
+    /// Cached keys released over all changes.
+    #[serde(default)]
+    pub keys_released: u64,
+    /// Time from a change until no plugin handled a released key, ms (last,
+    /// and longest).
+    #[serde(default)]
+    pub last_handover_ms: u64,
+    #[serde(default)]
+    pub max_handover_ms: u64,
+    /// A change is under way.
+    #[serde(default)]
+    pub in_transition: bool,
+    /// Wall-clock time of the last change of what is delivered, ms since the
+    /// Unix epoch.
+    #[serde(default)]
+    pub changed_at_unix_ms: u64,
+    /// Whether the fence lets writes through now.
+    #[serde(default)]
+    pub fence_open: bool,
+    /// The last failed Lease request, if the last one failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 impl Report {

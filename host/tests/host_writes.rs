@@ -157,7 +157,7 @@ fn run_host(config: &Path, kubeconfig: &Path, extra: &[&str]) -> HostProc {
         "never",
     ];
     args.extend_from_slice(extra);
-    let mut host = HostProc::spawn_with_env(&args, &[("KUBECONFIG", kubeconfig.to_str().unwrap())]);
+    let mut host = HostProc::spawn_env(&args, &[("KUBECONFIG", kubeconfig.to_str().unwrap())]);
     host.wait_line(&["running 1 plugin(s)"], LONG);
     host
 }
