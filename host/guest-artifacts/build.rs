@@ -20,6 +20,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("slow", "SLOW"),
     ("sandbox-probe", "SANDBOX_PROBE"),
     ("echo", "ECHO"),
+    ("parse-pod", "PARSE_POD"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),
