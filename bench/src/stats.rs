@@ -102,6 +102,15 @@ impl Spread {
     }
 }
 
+/// `median [min–max] unit` of `xs` with `decimals` decimals, or `-` when
+/// empty: `156 [145–167] ms`.
+pub fn show_in(xs: &[f64], decimals: usize, unit: &str) -> String {
+    match Spread::of(xs) {
+        None => "-".into(),
+        Some(s) => format!("{} {unit}", s.show(|x| format!("{x:.decimals$}"))),
+    }
+}
+
 /// `median [min–max]` of `xs` formatted by `f`, or `-` when empty.
 pub fn show(xs: &[f64], f: impl Fn(f64) -> String) -> String {
     Spread::of(xs).map_or_else(|| "-".into(), |s| s.show(f))
@@ -129,5 +138,6 @@ mod tests {
         assert_eq!(s.times(), "2.00x [1.50–2.00]");
         assert_eq!(Spread::ratio(&[1.0], &[0.0]), None);
         assert_eq!(show(&[], |x| x.to_string()), "-");
+        assert_eq!(show_in(&[145.0, 156.0, 167.0], 0, "ms"), "156 [145–167] ms");
     }
 }

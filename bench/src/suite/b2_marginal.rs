@@ -15,7 +15,7 @@ use super::burst::drain_rate;
 use super::{handlers, ours, rust_plugin, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
 use crate::rounds::{self, Arm};
-use crate::stats::{show, Spread};
+use crate::stats::{show_in, Spread};
 use crate::table::{Row, Verdict};
 use crate::target::Target;
 
@@ -65,7 +65,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let t1 = s.of("1");
     let rates = |secs: &[f64]| -> String {
         let r: Vec<f64> = secs.iter().map(|t| p.b2_events as f64 / t).collect();
-        show(&r, |x| format!("{x:.0} events/s"))
+        show_in(&r, 0, "events/s")
     };
     let mut rows = vec![Row {
         id: "B2",
@@ -90,7 +90,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         rows.push(Row {
             id: "B2",
             what: format!("{n} plugins: extra time per event per extra plugin"),
-            ours: us.map_or_else(|| "-".into(), |u| u.show(|x| format!("{x:.2} us"))),
+            ours: us.map_or_else(
+                || "-".into(),
+                |u| format!("{} us", u.show(|x| format!("{x:.2}"))),
+            ),
             peer: "-".into(),
             ratio: format!("{} for all {n}", rates(tn)),
             target: "<= 2 us".into(),

@@ -20,7 +20,7 @@ use crate::fixture::{Fixture, Mix};
 use crate::probe::now_ns;
 use crate::rounds::{self, Arm};
 use crate::spec::{Command, HandlerKind, HandlerSpec, PeerAttach, PeerFanout, SideSpec};
-use crate::stats::{quantile, show, Spread};
+use crate::stats::{quantile, show_in, Spread};
 use crate::table::{Row, Verdict};
 use crate::target::{self, Target};
 
@@ -201,9 +201,9 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     };
     let cell = |a: &str| {
         format!(
-            "{}/s, p99 {}",
-            show(&rate(a), |x| format!("{x:.0}")),
-            show(&p99(a), |x| format!("{x:.2} ms"))
+            "{}, p99 {}",
+            show_in(&rate(a), 0, "events/s"),
+            show_in(&p99(a), 2, "ms")
         )
     };
     let kept = |with: &str, alone: &str| Spread::ratio(&rate(with), &rate(alone));

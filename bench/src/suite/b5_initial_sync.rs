@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 
-use super::compare::{ms, Compare};
+use super::compare::{whole, Compare};
 use super::{handler, ours, peer, rust_plugin, spawn, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
 use crate::rounds::{self, Arm};
@@ -80,10 +80,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let row = |what: &str, o: &str, k: &str, target| {
         Compare {
             id: "B5",
-            what: format!("initial sync of {} pods: {what}", p.b5_pods),
+            what: format!("initial sync of {} pods (ms): {what}", p.b5_pods),
             ours: s.of(o),
             peer: s.of(k),
-            unit: ms,
+            unit: whole,
             target,
             note: "From the side's start until its cache is full and its handler saw every object; ours with the Rust no-op plugin loaded.".into(),
         }

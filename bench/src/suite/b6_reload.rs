@@ -21,7 +21,7 @@ use super::{handler, ours, spawn, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
 use crate::plan::Mode;
 use crate::spec::{Command, HandlerKind, ReloadTiming};
-use crate::stats::{show, Spread};
+use crate::stats::{show_in, Spread};
 use crate::table::{Row, Verdict};
 use crate::target::Target;
 use crate::wasm;
@@ -166,16 +166,15 @@ fn row(lang: &Lang, change: &str, t: &[ReloadTiming]) -> Row {
         of(|x| x.first_event_ms),
         of(|x| x.replayed_ms),
     );
-    let ms = |x: f64| format!("{x:.0} ms");
     let objects = t.first().map(|x| x.objects).unwrap_or(0);
     Row {
         id: "B6",
         what: format!("hot reload, {}: {change}, {objects} objects replayed", lang.name),
         ours: format!(
             "first event {} (load {}, replay done {})",
-            show(&first, ms),
-            show(&load, ms),
-            show(&replay, ms)
+            show_in(&first, 0, "ms"),
+            show_in(&load, 0, "ms"),
+            show_in(&replay, 0, "ms")
         ),
         peer: "-".into(),
         ratio: "-".into(),
@@ -228,7 +227,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             r.note = format!(
                 "{} The check itself (the compile, done before the file is dropped in, while the old version serves) took {}.",
                 r.note,
-                show(&m.check_ms, |x| format!("{x:.0} ms"))
+                show_in(&m.check_ms, 0, "ms")
             );
             rows.push(r);
         }

@@ -13,7 +13,7 @@ use super::{handlers, ours, rust_plugin, spawn, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
 use crate::rounds::{self, Arm};
 use crate::spec::{Command, ListenerCounters};
-use crate::stats::{show, Spread};
+use crate::stats::{show, show_in, Spread};
 use crate::table::{bytes, Row};
 use crate::target::{self, Target};
 
@@ -124,7 +124,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         ),
         ours: format!(
             "sync {}, RSS {}, heap {}, overflows during churn {} (during sync {}) over all rounds",
-            show(&sync, |x| format!("{x:.1} s")),
+            show_in(&sync, 1, "s"),
             show(&rss, bytes),
             show(&heap, bytes),
             count(samples, |x| x.overflowed),

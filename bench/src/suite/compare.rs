@@ -64,11 +64,6 @@ pub fn whole(x: f64) -> String {
     format!("{x:.0}")
 }
 
-/// Milliseconds with no decimals: `931 ms`.
-pub fn ms(x: f64) -> String {
-    format!("{x:.0} ms")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
