@@ -143,8 +143,8 @@ fn measure_every_guest_language() {
     let deployments: Vec<Cached> = (0..50).map(deployment).collect();
     println!(
         "event object sizes: pod {} B, deployment {} B",
-        pods[0].view.json.len(),
-        deployments[0].view.json.len()
+        pods[0].json.len(),
+        deployments[0].json.len()
     );
     let mut rows = vec![
         measure(
