@@ -387,12 +387,17 @@ impl Store {
             if !object.uid.is_empty() {
                 inner.by_uid.insert(object.uid.clone(), (rid, key.clone()));
             }
+            // Only references to live owners are edges: uids are assigned by the server, so an
+            // owner exists before any object can name it (references to uids that never existed,
+            // such as the workload's made-up ReplicaSets, cost nothing).
             for o in &object.owners {
-                inner
-                    .dependents
-                    .entry(o.clone())
-                    .or_default()
-                    .insert((rid, key.clone()));
+                if inner.by_uid.contains_key(o) {
+                    inner
+                        .dependents
+                        .entry(o.clone())
+                        .or_default()
+                        .insert((rid, key.clone()));
+                }
             }
         }
         let stored = match kind {

@@ -31,7 +31,32 @@ const TIME: [&str; 15] = [
     "time",
 ];
 
+/// Whether `s` already has the canonical shape (`YYYY-MM-DDTHH:MM:SSZ`, or with `.ffffff` for a
+/// MicroTime): the common case, decided without parsing.
+fn is_canonical(s: &str, micro: bool) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let len = if micro { 27 } else { 20 };
+    b.len() == len
+        && b[len - 1] == b'Z'
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && digits(0..4)
+        && digits(5..7)
+        && digits(8..10)
+        && digits(11..13)
+        && digits(14..16)
+        && digits(17..19)
+        && (!micro || (b[19] == b'.' && digits(20..26)))
+}
+
 fn canonical(s: &str, micro: bool) -> Option<String> {
+    if is_canonical(s, micro) {
+        return None;
+    }
     let t = chrono::DateTime::parse_from_rfc3339(s)
         .ok()?
         .with_timezone(&chrono::Utc);
@@ -103,5 +128,9 @@ mod tests {
             "2026-12-01T09:00:00Z"
         );
         assert_eq!(v["time"], "not a time");
+        assert!(is_canonical("2026-12-01T09:16:30Z", false));
+        assert!(is_canonical("2026-12-01T09:16:30.123456Z", true));
+        assert!(!is_canonical("2026-12-01T09:16:30.123456Z", false));
+        assert!(!is_canonical("2026-12-01T09:16:30+00:00", false));
     }
 }

@@ -8,7 +8,7 @@
 //! present so that JavaScript and Python runtimes link, but an instance is
 //! granted no preopened directory and no network) plus the interfaces of our
 //! package that the component's world may import (0.1: `types`, `cache`,
-//! `log`; 0.2: also `kube` and `events`). Anything else, for example
+//! `log`; 0.2: also `objects`, `kube` and `events`). Anything else, for example
 //! `wasi:http` or `wasi:keyvalue`, is rejected by name. The report says which
 //! world, and so which version of the package, the component targets.
 //!
@@ -138,7 +138,7 @@ pub enum CheckError {
     #[error(
         "{path}: imports interfaces the host does not provide: {imports} (the host provides \
          WASI 0.2 cli/clocks/filesystem/io/random/sockets, {PACKAGE}/{{types,cache,log}}@0.1.0 \
-         and {PACKAGE}/{{types,cache,log,kube,events}}@0.2.0)"
+         and {PACKAGE}/{{types,objects,cache,log,kube,events}}@0.2.0)"
     )]
     UnsupportedImports { path: String, imports: String },
     #[error("{path}: exports {export} with the wrong functions or types: {detail}")]

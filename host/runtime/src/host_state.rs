@@ -1,6 +1,7 @@
 //! The per-instance host state (`Store` data): the WASI context with nothing
-//! inherited, the resource table, the memory limiter, the clock of the call
-//! in progress, and each capability's per-instance state.
+//! inherited, the resource table, the object references of the call in
+//! progress, the memory limiter, its clock, and each capability's
+//! per-instance state.
 //!
 //! Invariant: a [`HostState`] grants a guest no file, environment variable,
 //! argument, socket or name lookup; its stdout and stderr go to the plugin
@@ -20,13 +21,14 @@ use super::capability::kube::{KubeState, KubeView};
 use super::capability::log::LogState;
 use super::limiter::MemoryLimiter;
 use super::log_sink::LogSink;
+use super::objects::ObjectTable;
 use super::stdio::PluginOutput;
-use super::world::v0_2::Objects;
 
 /// Store data of one plugin instance.
 pub struct HostState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
+    pub(crate) objects: ObjectTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) clock: CallClock,
     pub(crate) cache: CacheState,
@@ -88,6 +90,7 @@ impl HostState {
         Self {
             wasi,
             table: ResourceTable::new(),
+            objects: ObjectTable::default(),
             limiter: MemoryLimiter::new(memory_bytes),
             clock: CallClock::new(timeout, api_time),
             cache: granted.cache,
@@ -102,18 +105,11 @@ impl HostState {
         self.cache.may_read(resource)
     }
 
-    /// The `object` resource's view of this state.
-    pub(crate) fn objects(&mut self) -> Objects<'_> {
-        Objects {
-            table: &mut self.table,
-        }
-    }
-
     /// The 0.2 cache capability's view of this state.
     pub(crate) fn cache02(&mut self) -> CacheView02<'_> {
         CacheView02 {
             state: &self.cache,
-            table: &mut self.table,
+            objects: &mut self.objects,
         }
     }
 
@@ -121,7 +117,7 @@ impl HostState {
     pub(crate) fn kube(&mut self) -> KubeView<'_> {
         KubeView {
             state: &self.kube,
-            table: &mut self.table,
+            objects: &mut self.objects,
             clock: &mut self.clock,
         }
     }

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use wasmtime::component::{Func, Resource, TypedFunc};
+use wasmtime::component::{Func, TypedFunc};
 use wasmtime::{Store, UpdateDeadline};
 
 use super::capability::clock::CallClock;
@@ -20,7 +20,7 @@ use super::limits::INIT_BUDGET_FACTOR;
 use super::outcome::{classify, CallOutcome, PluginTrap, TrapKind};
 use super::plugin::{LoadedPlugin, Pre};
 use super::world::v0_1::{self, borrowed};
-use super::world::v0_2::{self, ObjectHandle};
+use super::world::v0_2;
 use super::world::World;
 use kube_informer::notification::{EventKind, Notification};
 
@@ -191,6 +191,7 @@ impl PluginInstance {
                 Exports::ControllerV02(bindings)
             }
         };
+        store.data_mut().objects.clear();
         Ok(Self {
             store,
             exports,
@@ -233,6 +234,8 @@ impl PluginInstance {
                 "a controller plugin takes reconcile requests, not events".to_string(),
             )),
         };
+        // The call's references die with it (and the objects they hold).
+        self.store.data_mut().objects.clear();
         self.finish(r)
     }
 
@@ -253,6 +256,7 @@ impl PluginInstance {
         let r = bindings
             .wasm_informer_plugin_reconciler()
             .call_reconcile(&mut self.store, &req);
+        self.store.data_mut().objects.clear();
         match r {
             Ok(Ok(v0_2::reconciler::Action::Done)) => self.check_overrun(ReconcileOutcome::Done),
             Ok(Ok(v0_2::reconciler::Action::RequeueAfter(ms))) => {
@@ -318,12 +322,18 @@ impl From<PluginTrap> for ReconcileOutcome {
     }
 }
 
-/// Calls a 0.2 handler with handles lent for the call to the event's objects.
+/// Calls a 0.2 handler with references to the event's objects.
 fn handle_v02(
     store: &mut Store<HostState>,
     bindings: &v0_2::EventHandler,
     n: &Notification,
 ) -> wasmtime::Result<Result<(), String>> {
+    let objects = &mut store.data_mut().objects;
+    let object = objects.push(&n.resource, n.object.clone())?;
+    let old_object = match &n.old {
+        Some(o) => Some(objects.push(&n.resource, o.clone())?),
+        None => None,
+    };
     let info = v0_2::types::EventInfo {
         kind: match n.kind {
             EventKind::Added => v0_2::types::EventKind::Added,
@@ -331,38 +341,21 @@ fn handle_v02(
             EventKind::Deleted => v0_2::types::EventKind::Deleted,
             EventKind::Synced => v0_2::types::EventKind::Synced,
         },
+        object,
+        old_object,
         is_in_initial_list: n.in_initial_list,
         final_state_unknown: n.final_state_unknown,
     };
-    let table = &mut store.data_mut().table;
-    let object = table.push(ObjectHandle {
-        resource: n.resource.clone(),
-        object: n.object.clone(),
-    })?;
-    let object_rep = object.rep();
-    let old = match &n.old {
-        Some(o) => Some(table.push(ObjectHandle {
-            resource: n.resource.clone(),
-            object: o.clone(),
-        })?),
-        None => None,
-    };
-    let old_rep = old.as_ref().map(|h| h.rep());
-    let r = bindings
+    bindings
         .wasm_informer_plugin_handler()
-        .call_on_event(&mut *store, info, object, old);
-    // The handles were lent for the call only: take them back.
-    let table = &mut store.data_mut().table;
-    let _ = table.delete(Resource::<ObjectHandle>::new_own(object_rep));
-    if let Some(rep) = old_rep {
-        let _ = table.delete(Resource::<ObjectHandle>::new_own(rep));
-    }
-    r
+        .call_on_event(&mut *store, info)
 }
 
 /// Fresh fuel and deadline for one call.
 fn arm(store: &mut Store<HostState>, fuel: u64, deadline_ticks: u64) {
     let data = store.data_mut();
+    // References of an earlier call are forgotten before this one starts.
+    data.objects.clear();
     data.limiter.reset();
     data.clock.start(1);
     // Fuel metering is always on in this engine, so this cannot fail.

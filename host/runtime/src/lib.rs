@@ -52,6 +52,7 @@ pub mod check;
 
 // One instance and what its calls may reach.
 pub mod host_state;
+pub mod objects;
 pub mod capability;
 pub mod limiter;
 pub mod log_sink;

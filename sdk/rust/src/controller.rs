@@ -37,7 +37,7 @@ impl Request {
     }
 
     /// The object's current state in the cache, or `None` when it is gone.
-    pub fn object(&self) -> Result<Option<Object<'static>>> {
+    pub fn object(&self) -> Result<Option<Object>> {
         cache::get_object(&self.resource, &self.key).map_err(Error::from)
     }
 }

@@ -5,13 +5,13 @@
 //! creating a new object.
 
 use crate::bindings::wasm_informer::plugin::events as raw;
-use crate::{Error, Object, ObjectRef, Result};
+use crate::{Error, Object, ObjectReference, Result};
 
 pub use raw::EventType;
 
 /// Records an Event about `regarding`.
 pub fn publish(
-    regarding: &ObjectRef,
+    regarding: &ObjectReference,
     event_type: EventType,
     reason: &str,
     action: &str,

@@ -16,11 +16,11 @@ use crate::kube::{self, Patch};
 use crate::{Action, Error, Object, ReconcileError, Request};
 
 /// What the finalizer asks the reconciler to do.
-pub enum Step<'a> {
+pub enum Step {
     /// The object exists and is not being deleted: make the world match it.
-    Apply(&'a Object<'static>),
+    Apply(Object),
     /// The object is being deleted and still has the finalizer: clean up.
-    Cleanup(&'a Object<'static>),
+    Cleanup(Object),
 }
 
 /// Runs `reconcile` under the finalizer `name` (for example
@@ -32,7 +32,7 @@ pub enum Step<'a> {
 pub fn finalizer(
     request: &Request,
     name: &str,
-    reconcile: impl FnOnce(Step<'_>) -> Result<Action, ReconcileError>,
+    reconcile: impl FnOnce(Step) -> Result<Action, ReconcileError>,
 ) -> Result<Action, ReconcileError> {
     let Some(object) = request.object()? else {
         return Ok(Action::done());
@@ -63,9 +63,9 @@ pub fn finalizer(
             // The patch is a change the queue sees: the next reconcile applies.
             Ok(Action::done())
         }
-        (false, Some(_)) => reconcile(Step::Apply(&object)),
+        (false, Some(_)) => reconcile(Step::Apply(object)),
         (true, Some(i)) => {
-            let action = reconcile(Step::Cleanup(&object))?;
+            let action = reconcile(Step::Cleanup(object))?;
             let ops = serde_json::json!([
                 { "op": "test", "path": format!("/metadata/finalizers/{i}"), "value": name },
                 { "op": "remove", "path": format!("/metadata/finalizers/{i}") },

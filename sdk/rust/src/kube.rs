@@ -75,21 +75,17 @@ fn to_json<T: Serialize>(body: &T) -> Result<String> {
     serde_json::to_string(body).map_err(|e| Error::msg(format!("cannot encode the body: {e}")))
 }
 
-fn owned(r: std::result::Result<crate::wit::Object, crate::ApiError>) -> Result<Object<'static>> {
-    r.map(Object::owned).map_err(Error::from)
+fn owned(r: std::result::Result<crate::wit::ObjectRef, crate::ApiError>) -> Result<Object> {
+    r.map(Object::from_ref).map_err(Error::from)
 }
 
 /// A live read from the API server, bypassing the cache (verb `get`).
-pub fn get(resource: &str, namespace: Option<&str>, name: &str) -> Result<Object<'static>> {
+pub fn get(resource: &str, namespace: Option<&str>, name: &str) -> Result<Object> {
     owned(raw::get(resource, namespace, name))
 }
 
 /// Creates an object (verb `create`).
-pub fn create<T: Serialize>(
-    resource: &str,
-    namespace: Option<&str>,
-    object: &T,
-) -> Result<Object<'static>> {
+pub fn create<T: Serialize>(resource: &str, namespace: Option<&str>, object: &T) -> Result<Object> {
     owned(raw::create(resource, namespace, &to_json(object)?))
 }
 
@@ -100,7 +96,7 @@ pub fn replace<T: Serialize>(
     namespace: Option<&str>,
     name: &str,
     object: &T,
-) -> Result<Object<'static>> {
+) -> Result<Object> {
     owned(raw::replace(resource, namespace, name, &to_json(object)?))
 }
 
@@ -112,7 +108,7 @@ pub fn patch<T: Serialize>(
     name: &str,
     patch: &Patch<T>,
     force: bool,
-) -> Result<Object<'static>> {
+) -> Result<Object> {
     let (kind, body) = patch.parts()?;
     owned(raw::patch(resource, namespace, name, kind, &body, force))
 }
@@ -124,19 +120,19 @@ pub fn delete(
     namespace: Option<&str>,
     name: &str,
     params: &DeleteParams,
-) -> Result<Option<Object<'static>>> {
+) -> Result<Option<Object>> {
     let options = raw::DeleteOptions {
         uid: params.uid.clone(),
         resource_version: params.resource_version.clone(),
         propagation: params.propagation,
     };
     raw::delete(resource, namespace, name, &options)
-        .map(|o| o.map(Object::owned))
+        .map(|o| o.map(Object::from_ref))
         .map_err(Error::from)
 }
 
 /// Reads the status subresource.
-pub fn get_status(resource: &str, namespace: Option<&str>, name: &str) -> Result<Object<'static>> {
+pub fn get_status(resource: &str, namespace: Option<&str>, name: &str) -> Result<Object> {
     owned(raw::get_status(resource, namespace, name))
 }
 
@@ -146,7 +142,7 @@ pub fn replace_status<T: Serialize>(
     namespace: Option<&str>,
     name: &str,
     object: &T,
-) -> Result<Object<'static>> {
+) -> Result<Object> {
     owned(raw::replace_status(
         resource,
         namespace,
@@ -162,7 +158,7 @@ pub fn patch_status<T: Serialize>(
     name: &str,
     patch: &Patch<T>,
     force: bool,
-) -> Result<Object<'static>> {
+) -> Result<Object> {
     let (kind, body) = patch.parts()?;
     owned(raw::patch_status(
         resource, namespace, name, kind, &body, force,

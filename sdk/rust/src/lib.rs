@@ -7,10 +7,13 @@
 //! `cargo build --release --target wasm32-wasip2`; the output `.wasm` in
 //! `target/wasm32-wasip2/release/` is already a component.
 //!
-//! A plugin reads objects through handles: the host keeps the object, and
+//! A plugin reads objects through references: the host keeps the object, and
 //! each accessor ([`Object::name`], [`Object::label`], [`Object::json`], ...)
 //! copies into the plugin only what it returns. A plugin that reads nothing
-//! pays almost nothing per event.
+//! pays almost nothing per event. An [`Object`] is valid for the call that
+//! produced it (the event, or the reconcile): copy out (or
+//! [`Object::decode`]) what you keep across calls; using a stale one traps
+//! the instance.
 //!
 //! What a plugin may do is granted by its manifest: reads (`read = [...]`),
 //! writes (`[[write]]` tables), Events (`events = true`). Anything else comes
@@ -98,7 +101,9 @@ pub mod controller_bindings {
 
 use bindings::wasm_informer::plugin::types as wit;
 
-pub use wit::{ApiError, CacheError, Cause, EventKind, ObjectMeta, ObjectRef, OwnerReference};
+pub use wit::{
+    ApiError, CacheError, Cause, EventKind, ObjectMeta, ObjectReference, OwnerReference,
+};
 
 mod controller;
 pub mod events;
@@ -199,6 +204,9 @@ pub fn cache_error_message(e: &CacheError) -> String {
         CacheError::UnknownResource(m) => format!("unknown resource: {m}"),
         CacheError::InvalidSelector(m) => format!("invalid label selector: {m}"),
         CacheError::UnknownIndex(m) => format!("unknown index: {m}"),
+        CacheError::TooManyObjects(n) => {
+            format!("too many objects: one call may reference at most {n}; narrow the query")
+        }
     }
 }
 
@@ -261,110 +269,102 @@ impl Config {
     }
 }
 
-enum Handle<'a> {
-    Borrowed(&'a wit::Object),
-    Owned(wit::Object),
-}
+use bindings::wasm_informer::plugin::objects as obj;
 
-/// A Kubernetes object held by the host. Each accessor is one call into the
-/// host that copies only what it returns. An object of an event is valid for
-/// that event; one from a query or an API call lives as long as this value.
-pub struct Object<'a>(Handle<'a>);
+/// A Kubernetes object held by the host, by reference. Each accessor is one
+/// call into the host that copies only what it returns. It is valid for the
+/// call into the plugin that produced it (the event, or the reconcile): a
+/// plugin copies out, or decodes, what it keeps; using one after that call
+/// traps the instance.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Object(wit::ObjectRef);
 
-impl fmt::Debug for Object<'_> {
+impl fmt::Debug for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Object").field("key", &self.key()).finish()
+        f.debug_struct("Object").field("ref", &self.0).finish()
     }
 }
 
-impl<'a> Object<'a> {
-    /// Wraps a borrowed handle (used by the export macros).
+impl Object {
+    /// Wraps a reference the host handed out in this call.
     #[doc(hidden)]
-    pub fn borrowed(h: &'a wit::Object) -> Self {
-        Object(Handle::Borrowed(h))
+    pub fn from_ref(r: wit::ObjectRef) -> Self {
+        Object(r)
     }
 
-    /// Wraps an owned handle.
-    #[doc(hidden)]
-    pub fn owned(h: wit::Object) -> Object<'static> {
-        Object(Handle::Owned(h))
-    }
-
-    fn raw(&self) -> &wit::Object {
-        match &self.0 {
-            Handle::Borrowed(h) => h,
-            Handle::Owned(h) => h,
-        }
+    /// The raw reference.
+    pub fn raw(&self) -> wit::ObjectRef {
+        self.0
     }
 
     /// The resource id, for example `v1/pods`.
     pub fn resource(&self) -> String {
-        self.raw().resource()
+        obj::resource(self.0)
     }
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
     pub fn key(&self) -> String {
-        self.raw().key()
+        obj::key(self.0)
     }
 
     /// `metadata.namespace`; `None` for cluster-scoped objects.
     pub fn namespace(&self) -> Option<String> {
-        self.raw().namespace()
+        obj::namespace(self.0)
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> String {
-        self.raw().name()
+        obj::name(self.0)
     }
 
     /// `metadata.uid`.
     pub fn uid(&self) -> String {
-        self.raw().uid()
+        obj::uid(self.0)
     }
 
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> String {
-        self.raw().resource_version()
+        obj::resource_version(self.0)
     }
 
     /// `metadata.generation`, when the object has one.
     pub fn generation(&self) -> Option<i64> {
-        self.raw().generation()
+        obj::generation(self.0)
     }
 
     /// The value of one label.
     pub fn label(&self, key: &str) -> Option<String> {
-        self.raw().label(key)
+        obj::label(self.0, key)
     }
 
     /// Every label, sorted by key.
     pub fn labels(&self) -> Vec<(String, String)> {
-        self.raw().labels()
+        obj::labels(self.0)
     }
 
     /// The value of one annotation.
     pub fn annotation(&self, key: &str) -> Option<String> {
-        self.raw().annotation(key)
+        obj::annotation(self.0, key)
     }
 
     /// Every annotation, sorted by key.
     pub fn annotations(&self) -> Vec<(String, String)> {
-        self.raw().annotations()
+        obj::annotations(self.0)
     }
 
     /// Everything parsed of `metadata`, in one call.
     pub fn meta(&self) -> ObjectMeta {
-        self.raw().meta()
+        obj::meta(self.0)
     }
 
     /// This object as the `regarding` of an Event.
-    pub fn reference(&self) -> ObjectRef {
-        self.raw().reference()
+    pub fn reference(&self) -> ObjectReference {
+        obj::reference(self.0)
     }
 
     /// The whole object as compact JSON.
     pub fn json(&self) -> String {
-        self.raw().json()
+        obj::json(self.0)
     }
 
     /// Decodes the object into a typed value, for example
@@ -381,25 +381,16 @@ impl<'a> Object<'a> {
 }
 
 /// One notification for one object.
-pub struct Event<'a> {
+#[derive(Debug, Clone)]
+pub struct Event {
     info: wit::EventInfo,
-    object: Object<'a>,
-    old: Option<Object<'a>>,
 }
 
-impl<'a> Event<'a> {
-    /// Wraps the call's arguments (used by [`export_plugin!`]).
+impl Event {
+    /// Wraps the call's argument (used by [`export_plugin!`]).
     #[doc(hidden)]
-    pub fn from_wit(
-        info: wit::EventInfo,
-        object: &'a wit::Object,
-        old: Option<&'a wit::Object>,
-    ) -> Self {
-        Event {
-            info,
-            object: Object::borrowed(object),
-            old: old.map(Object::borrowed),
-        }
+    pub fn from_wit(info: wit::EventInfo) -> Self {
+        Event { info }
     }
 
     /// What happened.
@@ -408,33 +399,34 @@ impl<'a> Event<'a> {
     }
 
     /// The new state (for a delete, the last known state).
-    pub fn object(&self) -> &Object<'a> {
-        &self.object
+    pub fn object(&self) -> Object {
+        Object(self.info.object)
     }
 
-    /// The previous state of an update, when the host had it.
-    pub fn old(&self) -> Option<&Object<'a>> {
-        self.old.as_ref()
+    /// The previous state of an update, when the host had it (free unless
+    /// read).
+    pub fn old(&self) -> Option<Object> {
+        self.info.old_object.map(Object)
     }
 
     /// The resource id, for example `v1/pods`.
     pub fn resource(&self) -> String {
-        self.object.resource()
+        self.object().resource()
     }
 
     /// The cache key: `namespace/name` or `name`.
     pub fn key(&self) -> String {
-        self.object.key()
+        self.object().key()
     }
 
     /// Decodes the new (or last known) state, for example `event.decode::<Pod>()`.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        self.object.decode()
+        self.object().decode()
     }
 
     /// Decodes the previous state of an update, when the host had it.
     pub fn decode_old<T: DeserializeOwned>(&self) -> Result<Option<T>> {
-        self.old.as_ref().map(Object::decode).transpose()
+        self.old().map(|o| o.decode()).transpose()
     }
 
     /// True during the replay of the cache into a new or restarted plugin.
@@ -521,10 +513,8 @@ macro_rules! export_plugin {
 
                 fn on_event(
                     info: $crate::bindings::wasm_informer::plugin::types::EventInfo,
-                    object: &$crate::bindings::wasm_informer::plugin::types::Object,
-                    old_object: ::std::option::Option<&$crate::bindings::wasm_informer::plugin::types::Object>,
                 ) -> ::std::result::Result<(), ::std::string::String> {
-                    let ev = $crate::Event::from_wit(info, object, old_object);
+                    let ev = $crate::Event::from_wit(info);
                     __STATE.with(|s| match s.borrow_mut().as_mut() {
                         ::std::option::Option::Some(h) => $crate::dispatch(h, &ev),
                         ::std::option::Option::None => ::std::result::Result::Err(
@@ -545,8 +535,8 @@ pub mod cache {
     use super::{bindings::wasm_informer::plugin::cache as raw, CacheError, Object, Result};
     use serde::de::DeserializeOwned;
 
-    fn owned(v: Vec<super::wit::Object>) -> Vec<Object<'static>> {
-        v.into_iter().map(Object::owned).collect()
+    fn objects(v: Vec<super::wit::ObjectRef>) -> Vec<Object> {
+        v.into_iter().map(Object::from_ref).collect()
     }
 
     /// One object by key, decoded into `T`.
@@ -554,12 +544,12 @@ pub mod cache {
         get_object(resource, key)?.map(|o| o.decode()).transpose()
     }
 
-    /// One object by key, as a handle.
+    /// One object by key, by reference (valid for this call).
     pub fn get_object(
         resource: &str,
         key: &str,
-    ) -> std::result::Result<Option<Object<'static>>, CacheError> {
-        raw::get(resource, key).map(|o| o.map(Object::owned))
+    ) -> std::result::Result<Option<Object>, CacheError> {
+        raw::get(resource, key).map(|o| o.map(Object::from_ref))
     }
 
     /// Objects of a resource, optionally in one namespace and matching a label
@@ -575,13 +565,13 @@ pub mod cache {
             .collect()
     }
 
-    /// Objects of a resource, as handles.
+    /// Objects of a resource, by reference (valid for this call).
     pub fn list_objects(
         resource: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> std::result::Result<Vec<Object<'static>>, CacheError> {
-        raw::list(resource, namespace, label_selector).map(owned)
+    ) -> std::result::Result<Vec<Object>, CacheError> {
+        raw::list(resource, namespace, label_selector).map(objects)
     }
 
     /// Objects whose value for the named index equals `value`, decoded into `T`.
@@ -596,13 +586,13 @@ pub mod cache {
             .collect()
     }
 
-    /// Objects of an index, as handles.
+    /// Objects of an index, by reference (valid for this call).
     pub fn by_index_objects(
         resource: &str,
         index: &str,
         value: &str,
-    ) -> std::result::Result<Vec<Object<'static>>, CacheError> {
-        raw::by_index(resource, index, value).map(owned)
+    ) -> std::result::Result<Vec<Object>, CacheError> {
+        raw::by_index(resource, index, value).map(objects)
     }
 
     /// Whether the resource's informer has finished its first list.

@@ -2,8 +2,8 @@
 //! for the resources the manifest's `read` list names.
 //!
 //! Job: gate each query by the `read` list, answer it from the [`CacheView`],
-//! and hand the results to the guest: as records in 0.1, as `object` handles
-//! in 0.2 (the guest then copies only the fields it reads).
+//! and hand the results to the guest: as records in 0.1, as object
+//! references in 0.2 (the guest then copies only the fields it reads).
 //!
 //! Invariant: a query never traps the guest. A read of a resource outside the
 //! `read` list returns `forbidden`; every other failure is a `cache-error`.
@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 use kube_informer::cache_view::{CacheError, CacheView};
 use kube_informer::object::ObjectRef;
-use wasmtime::component::{HasData, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::component::{HasData, HasSelf, Linker};
 
 use crate::host_state::HostState;
 
+use crate::objects::{ObjectTable, MAX_OBJECTS_PER_CALL};
 use crate::world::v0_1;
-use crate::world::v0_2::{self, ObjectHandle};
+use crate::world::v0_2;
 
 /// The cache capability of one instance.
 #[derive(Clone)]
@@ -138,15 +139,15 @@ impl v0_1::cache_iface::Host for CacheState {
 
 impl v0_1::wit::Host for CacheState {}
 
-// 0.2: object handles.
+// 0.2: object references.
 
-/// The cache capability as the 0.2 bindings see it: the state and the
-/// instance's resource table, where returned objects are kept.
+/// The cache capability as the 0.2 bindings see it: the state and the call's
+/// object references, where results are kept.
 pub struct CacheView02<'a> {
     /// The capability.
     pub state: &'a CacheState,
-    /// The instance's resource table.
-    pub table: &'a mut ResourceTable,
+    /// The call's object references.
+    pub objects: &'a mut ObjectTable,
 }
 
 /// `HasData` of [`CacheView02`].
@@ -156,51 +157,29 @@ impl HasData for Cache02 {
     type Data<'a> = CacheView02<'a>;
 }
 
-fn to_v02(e: CacheError) -> v0_2::types::CacheError {
-    use v0_2::types::CacheError as W;
+type WitCacheError = v0_2::types::CacheError;
+
+fn to_v02(e: CacheError) -> WitCacheError {
     match e {
-        CacheError::Forbidden(m) => W::Forbidden(m),
-        CacheError::UnknownResource(m) => W::UnknownResource(m),
-        CacheError::InvalidSelector(m) => W::InvalidSelector(m),
-        CacheError::UnknownIndex(m) => W::UnknownIndex(m),
+        CacheError::Forbidden(m) => WitCacheError::Forbidden(m),
+        CacheError::UnknownResource(m) => WitCacheError::UnknownResource(m),
+        CacheError::InvalidSelector(m) => WitCacheError::InvalidSelector(m),
+        CacheError::UnknownIndex(m) => WitCacheError::UnknownIndex(m),
     }
 }
 
-/// Puts `object` in `table` as a handle the guest owns.
-pub fn own_handle(
-    table: &mut ResourceTable,
-    resource: &Arc<str>,
-    object: ObjectRef,
-) -> Result<Resource<ObjectHandle>, wasmtime::component::ResourceTableError> {
-    table.push(ObjectHandle {
-        resource: resource.clone(),
-        object,
-    })
-}
-
 impl CacheView02<'_> {
-    fn handles(
-        &mut self,
-        resource: &str,
-        objects: Vec<ObjectRef>,
-    ) -> Result<Vec<Resource<ObjectHandle>>, CacheError> {
-        let resource: Arc<str> = resource.into();
-        objects
-            .into_iter()
-            .map(|object| own_handle(self.table, &resource, object))
-            .collect::<Result<_, _>>()
-            .map_err(|e| CacheError::UnknownResource(format!("cannot hand out an object: {e}")))
+    fn refs(&mut self, resource: &str, objects: Vec<ObjectRef>) -> Result<Vec<u32>, WitCacheError> {
+        self.objects
+            .push_all(resource, objects)
+            .map_err(|_| WitCacheError::TooManyObjects(MAX_OBJECTS_PER_CALL))
     }
 }
 
 impl v0_2::cache::Host for CacheView02<'_> {
-    fn get(
-        &mut self,
-        resource: String,
-        key: String,
-    ) -> Result<Option<Resource<ObjectHandle>>, v0_2::types::CacheError> {
+    fn get(&mut self, resource: String, key: String) -> Result<Option<u32>, WitCacheError> {
         match self.state.get(&resource, &key).map_err(to_v02)? {
-            Some(o) => Ok(self.handles(&resource, vec![o]).map_err(to_v02)?.pop()),
+            Some(o) => Ok(self.refs(&resource, vec![o])?.pop()),
             None => Ok(None),
         }
     }
@@ -210,12 +189,12 @@ impl v0_2::cache::Host for CacheView02<'_> {
         resource: String,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<Vec<Resource<ObjectHandle>>, v0_2::types::CacheError> {
+    ) -> Result<Vec<u32>, WitCacheError> {
         let objects = self
             .state
             .list(&resource, namespace.as_deref(), label_selector.as_deref())
             .map_err(to_v02)?;
-        self.handles(&resource, objects).map_err(to_v02)
+        self.refs(&resource, objects)
     }
 
     fn by_index(
@@ -223,15 +202,15 @@ impl v0_2::cache::Host for CacheView02<'_> {
         resource: String,
         index_name: String,
         value: String,
-    ) -> Result<Vec<Resource<ObjectHandle>>, v0_2::types::CacheError> {
+    ) -> Result<Vec<u32>, WitCacheError> {
         let objects = self
             .state
             .by_index(&resource, &index_name, &value)
             .map_err(to_v02)?;
-        self.handles(&resource, objects).map_err(to_v02)
+        self.refs(&resource, objects)
     }
 
-    fn has_synced(&mut self, resource: String) -> Result<bool, v0_2::types::CacheError> {
+    fn has_synced(&mut self, resource: String) -> Result<bool, WitCacheError> {
         self.state.has_synced(&resource).map_err(to_v02)
     }
 }

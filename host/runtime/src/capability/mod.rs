@@ -5,7 +5,7 @@
 //!
 //! | capability | granted by | WIT |
 //! |---|---|---|
-//! | [`cache`] | `read = [...]` | `cache` (0.1, 0.2), the `object` resource (0.2) |
+//! | [`cache`] | `read = [...]` | `cache` (0.1, 0.2), read through `objects` (0.2) |
 //! | [`log`] | always | `log` (0.1, 0.2), the guest's stdout and stderr |
 //! | [`kube`] | `[[write]]` tables | `kube` (0.2) |
 //! | [`events`] | `events = true` | `events` (0.2) |

@@ -69,7 +69,7 @@ impl World {
         match self {
             World::EventHandlerV01 => &["types", "cache", "log"],
             World::EventHandlerV02 | World::ControllerV02 => {
-                &["types", "cache", "log", "kube", "events"]
+                &["types", "objects", "cache", "log", "kube", "events"]
             }
         }
     }

@@ -79,7 +79,7 @@ fn error_case(e: &ApiError) -> (&'static str, String) {
     }
 }
 
-fn outcome(r: Result<Option<Object<'static>>>) -> Value {
+fn outcome(r: Result<Option<Object>>) -> Value {
     match r {
         Ok(o) => json!({
             "ok": true,

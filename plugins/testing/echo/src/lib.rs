@@ -1,5 +1,5 @@
 //! Test plugin: returns every field of each event it receives, read through
-//! the 0.2 object handles, as JSON, in its `err` result, so a test can
+//! the 0.2 object references, as JSON, in its `err` result, so a test can
 //! compare what the guest saw with what the host sent.
 //!
 //! Invariant: `on-event` always returns `err(<the event as JSON>)`.
@@ -63,8 +63,8 @@ fn echo(e: &Event) -> Result<()> {
     };
     let v = json!({
         "kind": kind,
-        "object": object(e.object()),
-        "old": e.old().map(object),
+        "object": object(&e.object()),
+        "old": e.old().as_ref().map(object),
         "is_in_initial_list": e.is_in_initial_list(),
         "final_state_unknown": e.final_state_unknown(),
     });

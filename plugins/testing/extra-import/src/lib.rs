@@ -6,7 +6,8 @@
 wit_bindgen::generate!({ path: "wit", world: "extra-import-plugin", generate_all });
 
 use exports::wasm_informer::plugin::handler::Guest;
-use wasm_informer::plugin::types::{EventInfo, Object};
+use wasm_informer::plugin::objects;
+use wasm_informer::plugin::types::EventInfo;
 
 struct Extra;
 
@@ -15,8 +16,8 @@ impl Guest for Extra {
         Ok(())
     }
 
-    fn on_event(_info: EventInfo, object: &Object, _old: Option<&Object>) -> Result<(), String> {
-        let key = object.key();
+    fn on_event(info: EventInfo) -> Result<(), String> {
+        let key = objects::key(info.object);
         match wasi::keyvalue::store::get(&key) {
             Some(_) => Ok(()),
             None => Err(format!("no value for {key}")),

@@ -123,11 +123,12 @@ impl Grants {
 // The WIT bindings (0.2 `kube`).
 
 use kube_informer::object::{Object, Transform};
-use wasmtime::component::{HasData, Resource, ResourceTable};
+use wasmtime::component::HasData;
 
 use crate::capability::api::{DeleteOptions, PatchType, Propagation, Verb};
 use crate::capability::clock::CallClock;
-use crate::world::v0_2::{self, ObjectHandle};
+use crate::objects::ObjectTable;
+use crate::world::v0_2;
 
 /// The kube capability of one instance: the plugin's client, shared by its
 /// instances, or `None` when the host gives plugins no API server.
@@ -143,13 +144,13 @@ impl KubeState {
     }
 }
 
-/// The kube capability as the bindings see it: the state, the instance's
-/// resource table (where answered objects are kept) and the call's clock.
+/// The kube capability as the bindings see it: the state, the call's object
+/// references (where answered objects are kept) and the call's clock.
 pub struct KubeView<'a> {
     /// The capability.
     pub state: &'a KubeState,
-    /// The instance's resource table.
-    pub table: &'a mut ResourceTable,
+    /// The call's object references.
+    pub objects: &'a mut ObjectTable,
     /// The clock of the call in progress.
     pub clock: &'a mut CallClock,
 }
@@ -162,7 +163,7 @@ impl HasData for Kube02 {
 }
 
 type WitError = v0_2::types::ApiError;
-type Handle = Resource<ObjectHandle>;
+type Handle = u32;
 
 /// The WIT form of an error.
 pub fn to_wit(e: KubeError) -> WitError {
@@ -218,7 +219,7 @@ fn resource_version_of(body: &str) -> Option<String> {
 
 impl KubeView<'_> {
     /// Sends `request`, counting the time blocked against the call's clock,
-    /// and hands the answer back as an object handle.
+    /// and hands the answer back as an object reference.
     fn send(&mut self, request: ApiRequest) -> Result<Option<Handle>, WitError> {
         let Some(client) = &self.state.client else {
             return Err(WitError::Unavailable(
@@ -238,9 +239,11 @@ impl KubeView<'_> {
         let object = Object::from_json(body.as_bytes(), &keep).map_err(|e| {
             WitError::Unavailable(format!("the API server answered with no object: {e}"))
         })?;
-        let handle = crate::capability::cache::own_handle(self.table, &resource, Arc::new(object))
+        let r = self
+            .objects
+            .push(&resource, Arc::new(object))
             .map_err(|e| WitError::Unavailable(format!("cannot hand out the answer: {e}")))?;
-        Ok(Some(handle))
+        Ok(Some(r))
     }
 
     fn object(&mut self, request: ApiRequest) -> Result<Handle, WitError> {
