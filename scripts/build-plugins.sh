@@ -131,10 +131,9 @@ build_c() {
     local gen="$OUT/.c-gen/$name"
     rm -rf "$gen" && mkdir -p "$gen"
     local msg
-    # Both worlds generate `plugin.h` (so sdk/c compiles against either), and
-    # the generated export glue drops the borrowed handles of each call.
+    # Both worlds generate `plugin.h`, so sdk/c compiles against either.
     if ! msg="$(wit-bindgen c "$wit" --world "$world" --rename-world plugin \
-        --autodrop-borrows yes --out-dir "$gen" 2>&1)"; then
+        --out-dir "$gen" 2>&1)"; then
         echo "$msg" >&2
         die "$name: wit-bindgen c failed"
     fi
@@ -234,7 +233,9 @@ for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/ \
     fi
     mv "$tmp" "$out"
     size="$(stat -c %s "$out")"
-    echo "build-plugins: $name ($lang, $world${wit#"$WIT"}) -> target/plugins/$name.wasm $((size / 1024)) KiB in $(( ($(now_ms) - started) ))ms" >&2
+    what="$lang"
+    [ -z "$main" ] || what="$lang, $world${wit#"$WIT"}"
+    echo "build-plugins: $name ($what) -> target/plugins/$name.wasm $((size / 1024)) KiB in $(( ($(now_ms) - started) ))ms" >&2
     built=$((built + 1))
 done
 if [ "${#ONLY[@]}" -gt 0 ] && [ "$found" -ne "${#ONLY[@]}" ]; then

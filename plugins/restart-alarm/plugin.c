@@ -14,9 +14,8 @@
  *
  * Invariant: one alarm per container per restart count increase at or above
  * the threshold; resyncs and unrelated updates stay quiet; a deleted pod is
- * forgotten, so a recreated pod of the same name alarms afresh. Every handle
- * the cache returns is dropped before the call returns; the event's own
- * handles are dropped by the generated bindings.
+ * forgotten, so a recreated pod of the same name alarms afresh. Object
+ * references are used only in the call that received them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +87,8 @@ bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_s
 }
 
 bool exports_wasm_informer_plugin_handler_on_event(exports_wasm_informer_plugin_handler_event_info_t *event,
-                                                   wi_object_t object, wi_object_t *old, plugin_string_t *err) {
+                                                   plugin_string_t *err) {
+    wi_object_t object = event->object; /* a reference for this call; event->old_object is the old state */
     bool ok = true;
     char *key = wi_object_key(object);
     if (event->kind == WASM_INFORMER_PLUGIN_TYPES_EVENT_KIND_DELETED) {

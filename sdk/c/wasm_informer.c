@@ -1,11 +1,9 @@
 /*
  * wasm-informer plugin SDK for C (see wasm_informer.h): C strings in and out,
- * one error type, and handles dropped where the generated bindings would
- * leak them (their list `_free` functions free the array, not the handles).
+ * and one error type for cache and API failures.
  *
  * Invariant: every WIT value a helper receives is freed (or handed to the
- * caller as documented) before it returns, on every path; an owned handle is
- * either dropped or stored in the caller's `out`.
+ * caller as documented) before it returns, on every path.
  */
 #include "wasm_informer.h"
 
@@ -112,6 +110,7 @@ static const char *const KIND_NAMES[] = {
     [WI_ERR_UNKNOWN_RESOURCE] = "unknown-resource",
     [WI_ERR_INVALID_SELECTOR] = "invalid-selector",
     [WI_ERR_UNKNOWN_INDEX] = "unknown-index",
+    [WI_ERR_TOO_MANY_OBJECTS] = "too-many-objects",
 };
 
 const char *wi_error_kind_name(wi_error_kind_t kind) {
@@ -145,11 +144,16 @@ static void cache_error(wi_error_t *err, const char *call, wasm_informer_plugin_
         [WASM_INFORMER_PLUGIN_TYPES_CACHE_ERROR_UNKNOWN_RESOURCE] = WI_ERR_UNKNOWN_RESOURCE,
         [WASM_INFORMER_PLUGIN_TYPES_CACHE_ERROR_INVALID_SELECTOR] = WI_ERR_INVALID_SELECTOR,
         [WASM_INFORMER_PLUGIN_TYPES_CACHE_ERROR_UNKNOWN_INDEX] = WI_ERR_UNKNOWN_INDEX,
+        [WASM_INFORMER_PLUGIN_TYPES_CACHE_ERROR_TOO_MANY_OBJECTS] = WI_ERR_TOO_MANY_OBJECTS,
     };
-    /* Every case carries one string. */
-    char *detail = wi_cstr(&e->val.forbidden);
+    wi_error_kind_t kind = e->tag < 5 ? kinds[e->tag] : WI_ERR_UNKNOWN_RESOURCE;
+    /* Every other case carries one string. */
+    char *detail = kind == WI_ERR_TOO_MANY_OBJECTS
+                       ? wi_sprintf("one call may reference at most %u objects; narrow the query",
+                                    (unsigned)e->val.too_many_objects)
+                       : wi_cstr(&e->val.forbidden);
     char *what = wi_sprintf("cache %s", call);
-    set_error(err, e->tag < 4 ? kinds[e->tag] : WI_ERR_UNKNOWN_RESOURCE, what, detail, NULL);
+    set_error(err, kind, what, detail, NULL);
     free(what);
     wasm_informer_plugin_cache_cache_error_free(e);
 }
@@ -187,30 +191,21 @@ static void api_error(wi_error_t *err, const char *call, wasm_informer_plugin_ty
 
 /* ---- objects ---- */
 
-wi_object_t wi_borrow(wi_owned_t o) {
-    return wasm_informer_plugin_types_borrow_object(o);
-}
-
-void wi_drop(wi_owned_t o) {
-    wasm_informer_plugin_types_object_drop_own(o);
-}
-
 wi_object_t wi_objects_at(const wi_objects_t *list, size_t i) {
-    return wi_borrow(list->ptr[i]);
+    return list->ptr[i];
 }
 
 void wi_objects_free(wi_objects_t *list) {
-    for (size_t i = 0; i < list->len; i++) wi_drop(list->ptr[i]);
-    wasm_informer_plugin_cache_list_own_object_free(list);
+    wasm_informer_plugin_cache_list_object_ref_free(list);
     list->ptr = NULL;
     list->len = 0;
 }
 
-#define GETTER(fn, method)                                     \
-    char *fn(wi_object_t o) {                                  \
-        plugin_string_t s;                                     \
-        wasm_informer_plugin_types_method_object_##method(o, &s); \
-        return own(&s);                                        \
+#define GETTER(fn, method)                       \
+    char *fn(wi_object_t o) {                    \
+        plugin_string_t s;                       \
+        wasm_informer_plugin_objects_##method(o, &s); \
+        return own(&s);                          \
     }
 
 GETTER(wi_object_resource, resource)
@@ -222,23 +217,23 @@ GETTER(wi_object_json, json)
 
 char *wi_object_namespace(wi_object_t o) {
     plugin_string_t s;
-    if (!wasm_informer_plugin_types_method_object_namespace(o, &s)) return NULL;
+    if (!wasm_informer_plugin_objects_namespace(o, &s)) return NULL;
     return own(&s);
 }
 
 bool wi_object_generation(wi_object_t o, int64_t *out) {
-    return wasm_informer_plugin_types_method_object_generation(o, out);
+    return wasm_informer_plugin_objects_generation(o, out);
 }
 
 char *wi_object_label(wi_object_t o, const char *key) {
     plugin_string_t k = view(key), s;
-    if (!wasm_informer_plugin_types_method_object_label(o, &k, &s)) return NULL;
+    if (!wasm_informer_plugin_objects_label(o, &k, &s)) return NULL;
     return own(&s);
 }
 
 char *wi_object_annotation(wi_object_t o, const char *key) {
     plugin_string_t k = view(key), s;
-    if (!wasm_informer_plugin_types_method_object_annotation(o, &k, &s)) return NULL;
+    if (!wasm_informer_plugin_objects_annotation(o, &k, &s)) return NULL;
     return own(&s);
 }
 
@@ -264,13 +259,13 @@ static char *pairs_json(plugin_list_tuple2_string_string_t *l) {
 
 char *wi_object_labels_json(wi_object_t o) {
     plugin_list_tuple2_string_string_t l;
-    wasm_informer_plugin_types_method_object_labels(o, &l);
+    wasm_informer_plugin_objects_labels(o, &l);
     return pairs_json(&l);
 }
 
 char *wi_object_annotations_json(wi_object_t o) {
     plugin_list_tuple2_string_string_t l;
-    wasm_informer_plugin_types_method_object_annotations(o, &l);
+    wasm_informer_plugin_objects_annotations(o, &l);
     return pairs_json(&l);
 }
 
@@ -283,8 +278,8 @@ static void put_option(wi_buf_t *b, const plugin_option_string_t *s) {
 }
 
 char *wi_object_reference_json(wi_object_t o) {
-    wasm_informer_plugin_types_object_ref_t r;
-    wasm_informer_plugin_types_method_object_reference(o, &r);
+    wasm_informer_plugin_types_object_reference_t r;
+    wasm_informer_plugin_objects_reference(o, &r);
     wi_buf_t b = {0};
     wi_buf_puts(&b, "{\"apiVersion\":");
     put_string(&b, &r.api_version);
@@ -297,13 +292,13 @@ char *wi_object_reference_json(wi_object_t o) {
     wi_buf_puts(&b, ",\"uid\":");
     put_option(&b, &r.uid);
     wi_buf_puts(&b, "}");
-    wasm_informer_plugin_types_object_ref_free(&r);
+    wasm_informer_plugin_types_object_reference_free(&r);
     return wi_buf_take(&b);
 }
 
 bool wi_object_is_deleting(wi_object_t o) {
     wasm_informer_plugin_types_object_meta_t m;
-    wasm_informer_plugin_types_method_object_meta(o, &m);
+    wasm_informer_plugin_objects_meta(o, &m);
     bool deleting = m.deletion_timestamp.is_some;
     wasm_informer_plugin_types_object_meta_free(&m);
     return deleting;
@@ -311,9 +306,9 @@ bool wi_object_is_deleting(wi_object_t o) {
 
 /* ---- cache ---- */
 
-bool wi_cache_get(const char *resource, const char *key, bool *found, wi_owned_t *out, wi_error_t *err) {
+bool wi_cache_get(const char *resource, const char *key, bool *found, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), k = view(key);
-    wasm_informer_plugin_cache_option_own_object_t ret;
+    wasm_informer_plugin_cache_option_object_ref_t ret;
     wasm_informer_plugin_cache_cache_error_t e;
     if (!wasm_informer_plugin_cache_get(&r, &k, &ret, &e)) {
         char *call = wi_sprintf("get %s %s", resource, key);
@@ -323,17 +318,11 @@ bool wi_cache_get(const char *resource, const char *key, bool *found, wi_owned_t
         return false;
     }
     if (found) *found = ret.is_some;
-    if (ret.is_some) {
-        if (out) {
-            *out = ret.val;
-        } else {
-            wi_drop(ret.val);
-        }
-    }
+    if (ret.is_some && out) *out = ret.val;
     return true;
 }
 
-static bool list_result(bool ok, const char *call, wasm_informer_plugin_cache_list_own_object_t *ret,
+static bool list_result(bool ok, const char *call, wasm_informer_plugin_cache_list_object_ref_t *ret,
                         wasm_informer_plugin_cache_cache_error_t *e, wi_objects_t *out, wi_error_t *err) {
     if (!ok) {
         cache_error(err, call, e);
@@ -353,7 +342,7 @@ static bool list_result(bool ok, const char *call, wasm_informer_plugin_cache_li
 
 bool wi_cache_list(const char *resource, const char *ns, const char *selector, wi_objects_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), s = view(selector);
-    wasm_informer_plugin_cache_list_own_object_t ret;
+    wasm_informer_plugin_cache_list_object_ref_t ret;
     wasm_informer_plugin_cache_cache_error_t e;
     bool ok = wasm_informer_plugin_cache_list(&r, ns ? &n : NULL, selector ? &s : NULL, &ret, &e);
     char *call = wi_sprintf("list %s", resource);
@@ -365,7 +354,7 @@ bool wi_cache_list(const char *resource, const char *ns, const char *selector, w
 bool wi_cache_by_index(const char *resource, const char *index, const char *value, wi_objects_t *out,
                        wi_error_t *err) {
     plugin_string_t r = view(resource), i = view(index), v = view(value);
-    wasm_informer_plugin_cache_list_own_object_t ret;
+    wasm_informer_plugin_cache_list_object_ref_t ret;
     wasm_informer_plugin_cache_cache_error_t e;
     bool ok = wasm_informer_plugin_cache_by_index(&r, &i, &v, &ret, &e);
     char *call = wi_sprintf("by-index %s %s", resource, index);
@@ -394,52 +383,48 @@ static char *where(const char *verb, const char *resource, const char *ns, const
     return wi_sprintf("%s %s %s%s%s", verb, resource, ns ? ns : "", ns && name ? "/" : "", name ? name : "");
 }
 
-/* Finishes a call that answers with one owned object. */
+/* Finishes a call that answers with one object. */
 static bool one(bool ok, const char *verb, const char *resource, const char *ns, const char *name,
-                wi_owned_t ret, wasm_informer_plugin_types_api_error_t *e, wi_owned_t *out, wi_error_t *err) {
+                wi_object_t ret, wasm_informer_plugin_types_api_error_t *e, wi_object_t *out, wi_error_t *err) {
     if (!ok) {
         char *call = where(verb, resource, ns, name);
         api_error(err, call, e);
         free(call);
         return false;
     }
-    if (out) {
-        *out = ret;
-    } else {
-        wi_drop(ret);
-    }
+    if (out) *out = ret;
     return true;
 }
 
-bool wi_kube_get(const char *resource, const char *ns, const char *name, wi_owned_t *out, wi_error_t *err) {
+bool wi_kube_get(const char *resource, const char *ns, const char *name, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_get(&r, ns ? &n : NULL, &m, &ret, &e);
     return one(ok, "get", resource, ns, name, ret, &e, out, err);
 }
 
-bool wi_kube_create(const char *resource, const char *ns, const char *body, wi_owned_t *out, wi_error_t *err) {
+bool wi_kube_create(const char *resource, const char *ns, const char *body, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), b = view(body);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_create(&r, ns ? &n : NULL, &b, &ret, &e);
     return one(ok, "create", resource, ns, NULL, ret, &e, out, err);
 }
 
-bool wi_kube_replace(const char *resource, const char *ns, const char *name, const char *body, wi_owned_t *out,
+bool wi_kube_replace(const char *resource, const char *ns, const char *name, const char *body, wi_object_t *out,
                      wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name), b = view(body);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_replace(&r, ns ? &n : NULL, &m, &b, &ret, &e);
     return one(ok, "replace", resource, ns, name, ret, &e, out, err);
 }
 
 bool wi_kube_patch(const char *resource, const char *ns, const char *name, wi_patch_t type, const char *body,
-                   bool force, wi_owned_t *out, wi_error_t *err) {
+                   bool force, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name), b = view(body);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_patch(&r, ns ? &n : NULL, &m, (wasm_informer_plugin_kube_patch_type_t)type,
                                               &b, force, &ret, &e);
@@ -447,7 +432,7 @@ bool wi_kube_patch(const char *resource, const char *ns, const char *name, wi_pa
 }
 
 bool wi_kube_delete(const char *resource, const char *ns, const char *name, const wi_delete_options_t *opts,
-                    bool *present, wi_owned_t *out, wi_error_t *err) {
+                    bool *present, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name);
     wasm_informer_plugin_kube_delete_options_t o = {0};
     if (opts) {
@@ -466,7 +451,7 @@ bool wi_kube_delete(const char *resource, const char *ns, const char *name, cons
                                                                                  : WASM_INFORMER_PLUGIN_KUBE_PROPAGATION_FOREGROUND;
         }
     }
-    wasm_informer_plugin_kube_option_own_object_t ret = {0};
+    wasm_informer_plugin_kube_option_object_ref_t ret = {0};
     wasm_informer_plugin_types_api_error_t e;
     if (present) *present = false;
     if (!wasm_informer_plugin_kube_delete(&r, ns ? &n : NULL, &m, &o, &ret, &e)) {
@@ -477,36 +462,32 @@ bool wi_kube_delete(const char *resource, const char *ns, const char *name, cons
     }
     if (ret.is_some) {
         if (present) *present = true;
-        if (out) {
-            *out = ret.val;
-        } else {
-            wi_drop(ret.val);
-        }
+        if (out) *out = ret.val;
     }
     return true;
 }
 
-bool wi_kube_get_status(const char *resource, const char *ns, const char *name, wi_owned_t *out, wi_error_t *err) {
+bool wi_kube_get_status(const char *resource, const char *ns, const char *name, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_get_status(&r, ns ? &n : NULL, &m, &ret, &e);
     return one(ok, "get-status", resource, ns, name, ret, &e, out, err);
 }
 
 bool wi_kube_replace_status(const char *resource, const char *ns, const char *name, const char *body,
-                            wi_owned_t *out, wi_error_t *err) {
+                            wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name), b = view(body);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_replace_status(&r, ns ? &n : NULL, &m, &b, &ret, &e);
     return one(ok, "replace-status", resource, ns, name, ret, &e, out, err);
 }
 
 bool wi_kube_patch_status(const char *resource, const char *ns, const char *name, wi_patch_t type,
-                          const char *body, bool force, wi_owned_t *out, wi_error_t *err) {
+                          const char *body, bool force, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name), b = view(body);
-    wi_owned_t ret = {0};
+    wi_object_t ret = 0;
     wasm_informer_plugin_types_api_error_t e;
     bool ok = wasm_informer_plugin_kube_patch_status(&r, ns ? &n : NULL, &m,
                                                      (wasm_informer_plugin_kube_patch_type_t)type, &b, force, &ret, &e);
@@ -522,7 +503,7 @@ bool wi_kube_dry_run(void) {
 bool wi_event_publish(wi_object_t regarding, wi_event_type_t type, const char *reason, const char *action,
                       const char *note, wi_error_t *err) {
     wasm_informer_plugin_events_event_t ev;
-    wasm_informer_plugin_types_method_object_reference(regarding, &ev.regarding);
+    wasm_informer_plugin_objects_reference(regarding, &ev.regarding);
     ev.type = (wasm_informer_plugin_events_event_type_t)type;
     ev.reason = view(reason);
     ev.action = view(action);
@@ -540,7 +521,7 @@ bool wi_event_publish(wi_object_t regarding, wi_event_type_t type, const char *r
         free(ns);
         free(name);
     }
-    wasm_informer_plugin_types_object_ref_free(&ev.regarding);
+    wasm_informer_plugin_types_object_reference_free(&ev.regarding);
     return ok;
 }
 

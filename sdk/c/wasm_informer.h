@@ -2,13 +2,11 @@
  * wasm-informer plugin SDK for C: helpers over the bindings that
  * `wit-bindgen c` generates for WIT `wasm-informer:plugin@0.2.0` (either
  * world), so that a plugin deals in NUL-terminated C strings, JSON text and
- * one error type, and never leaks a host handle.
+ * one error type.
  *
  * scripts/build-plugins.sh generates the bindings with `--rename-world
  * plugin` (both worlds give `plugin.h`, which this header includes) and
- * `--autodrop-borrows yes` (the generated export glue drops the borrowed
- * handles of `on-event` itself: a plugin must not drop `object` or
- * `old_object`), and compiles this file and wi_json.c with the plugin.
+ * compiles this file and wi_json.c with the plugin.
  *
  * Conventions:
  * - every `char *` a function returns is malloc'd: free() it. NULL means
@@ -16,11 +14,12 @@
  * - every call that can fail returns bool and, on failure, fills the
  *   `wi_error_t *err` it was given (which may be NULL to ignore the details);
  *   free it with wi_error_free. Nothing here traps on a host error;
- * - an owned handle (`wi_owned_t`: a query or API result) is the plugin's
- *   until it calls wi_drop (or wi_objects_free for a list). Every API call
- *   takes `wi_owned_t *out`, which may be NULL: the answer is then dropped at
- *   once, which is what a write usually wants. Handles leak in the host until
- *   the instance dies if they are not dropped;
+ * - an object (`wi_object_t`) is a reference the host hands out for the
+ *   current call into the plugin only: the event's objects, a query's or an
+ *   API call's answer. There is nothing to release, but a reference kept past
+ *   the call that produced it must not be used: the host traps the instance
+ *   (copy out what you keep, with the getters). API calls take
+ *   `wi_object_t *out`, which may be NULL when the answer is not needed;
  * - string arguments are NUL-terminated C strings; `ns` is NULL for
  *   cluster-scoped resources.
  */
@@ -76,6 +75,7 @@ typedef enum {
     WI_ERR_UNKNOWN_RESOURCE,
     WI_ERR_INVALID_SELECTOR,
     WI_ERR_UNKNOWN_INDEX,
+    WI_ERR_TOO_MANY_OBJECTS, /* a query would reference more objects than a call may */
 } wi_error_kind_t;
 
 /* A failed cache query or API call. */
@@ -95,20 +95,14 @@ void wi_error_free(wi_error_t *err);
 
 /* ---- objects ---- */
 
-/* A handle the getters read: an event's object, or wi_borrow of an owned one. */
-typedef wasm_informer_plugin_types_borrow_object_t wi_object_t;
-/* A handle the plugin owns (a query or API result): wi_drop it. */
-typedef wasm_informer_plugin_types_own_object_t wi_owned_t;
-/* A list of owned handles (a cache list): wi_objects_free it. */
-typedef wasm_informer_plugin_cache_list_own_object_t wi_objects_t;
+/* An object reference, valid for the current call (see above). */
+typedef wasm_informer_plugin_types_object_ref_t wi_object_t;
+/* A list of references (a cache query's answer): wi_objects_free it. */
+typedef wasm_informer_plugin_cache_list_object_ref_t wi_objects_t;
 
-/* The readable view of an owned handle (valid until it is dropped). */
-wi_object_t wi_borrow(wi_owned_t o);
-/* Releases an owned handle. */
-void wi_drop(wi_owned_t o);
-/* The i-th object of a list, readable until the list is freed. */
+/* The i-th object of a list. */
 wi_object_t wi_objects_at(const wi_objects_t *list, size_t i);
-/* Drops every handle of a list and frees it. */
+/* Frees a list's array (the references need no release). */
 void wi_objects_free(wi_objects_t *list);
 
 /* Getters: each is one call into the host that copies only what it returns. */
@@ -130,8 +124,8 @@ bool wi_object_is_deleting(wi_object_t o);
 
 /* ---- cache ---- */
 
-/* One cached object by key: *found tells whether it exists; when it does, *out owns it. */
-bool wi_cache_get(const char *resource, const char *key, bool *found, wi_owned_t *out, wi_error_t *err);
+/* One cached object by key: *found tells whether it exists; when it does, *out is it. */
+bool wi_cache_get(const char *resource, const char *key, bool *found, wi_object_t *out, wi_error_t *err);
 /* Objects of a resource, optionally in one namespace (NULL: all) and matching a selector (NULL: all). */
 bool wi_cache_list(const char *resource, const char *ns, const char *selector, wi_objects_t *out, wi_error_t *err);
 /* Objects whose value for the named index equals `value` (the index "namespace" always exists). */
@@ -163,24 +157,24 @@ typedef struct {
     wi_propagation_t propagation;
 } wi_delete_options_t;
 
-/* Bodies are JSON text. `out` may be NULL: the answer is dropped at once. */
-bool wi_kube_get(const char *resource, const char *ns, const char *name, wi_owned_t *out, wi_error_t *err);
-bool wi_kube_create(const char *resource, const char *ns, const char *body, wi_owned_t *out, wi_error_t *err);
+/* Bodies are JSON text. `out` (the server's answer) may be NULL. */
+bool wi_kube_get(const char *resource, const char *ns, const char *name, wi_object_t *out, wi_error_t *err);
+bool wi_kube_create(const char *resource, const char *ns, const char *body, wi_object_t *out, wi_error_t *err);
 /* The body's metadata.resourceVersion is the precondition: a stale one is WI_ERR_CONFLICT. */
-bool wi_kube_replace(const char *resource, const char *ns, const char *name, const char *body, wi_owned_t *out,
+bool wi_kube_replace(const char *resource, const char *ns, const char *name, const char *body, wi_object_t *out,
                      wi_error_t *err);
 /* `force` applies to WI_PATCH_APPLY only: take over fields another manager owns. */
 bool wi_kube_patch(const char *resource, const char *ns, const char *name, wi_patch_t type, const char *body,
-                   bool force, wi_owned_t *out, wi_error_t *err);
+                   bool force, wi_object_t *out, wi_error_t *err);
 /* `opts` may be NULL. *present (may be NULL) tells whether the server answered with the object
- * (finalizers or foreground deletion hold it); then *out (may be NULL) owns it. */
+ * (finalizers or foreground deletion hold it); then *out (may be NULL) is it. */
 bool wi_kube_delete(const char *resource, const char *ns, const char *name, const wi_delete_options_t *opts,
-                    bool *present, wi_owned_t *out, wi_error_t *err);
-bool wi_kube_get_status(const char *resource, const char *ns, const char *name, wi_owned_t *out, wi_error_t *err);
+                    bool *present, wi_object_t *out, wi_error_t *err);
+bool wi_kube_get_status(const char *resource, const char *ns, const char *name, wi_object_t *out, wi_error_t *err);
 bool wi_kube_replace_status(const char *resource, const char *ns, const char *name, const char *body,
-                            wi_owned_t *out, wi_error_t *err);
+                            wi_object_t *out, wi_error_t *err);
 bool wi_kube_patch_status(const char *resource, const char *ns, const char *name, wi_patch_t type,
-                          const char *body, bool force, wi_owned_t *out, wi_error_t *err);
+                          const char *body, bool force, wi_object_t *out, wi_error_t *err);
 /* Whether this plugin's writes are dry runs. */
 bool wi_kube_dry_run(void);
 

@@ -3,9 +3,7 @@
 //! wasmtime: it alarms exactly on containers at or above the restart
 //! threshold, with the namespace's extent from a cache `list` query, once per
 //! increase, records each alarm as a Warning Event when asked to, forgets
-//! deleted pods, turns a bad config or a cache error into an error result, and
-//! drops every handle it was given or obtained (the harness checks after each
-//! call; updates carry an old object too).
+//! deleted pods, and turns a bad config or a cache error into an error result.
 
 mod polyglot_support;
 

@@ -3,9 +3,7 @@
 //! it reports exactly the policy violations of its `[config]`, as log lines
 //! and as Warning Events about each Deployment, reports a fix (a Normal
 //! Event), stays quiet on resyncs, skips events the cache has already
-//! superseded, and turns a bad config into an `init` error. The harness checks
-//! after every call that the plugin holds no object handle (its staleness
-//! check queries the cache on every event).
+//! superseded, and turns a bad config into an `init` error.
 
 mod polyglot_support;
 

@@ -5,7 +5,7 @@
 //! bad config into an `init` error. In enforce mode it annotates exactly the
 //! violating pods (a merge patch, sent only when the annotation differs, and
 //! removed when the pod complies) and records one Warning Event per offending
-//! container. The harness checks after every call that no handle is left.
+//! container.
 
 mod polyglot_support;
 

@@ -11,12 +11,11 @@
 //!   propagation), and each `api-error` case comes back as its kind;
 //! - Events are published about the event's object with the given type,
 //!   reason, action and note;
-//! - no query or API result outlives its call: after every call the guest
-//!   holds no handle (the harness checks it after each call), in JS because
-//!   the SDK disposes of them, in Python because its objects drop them, in C
-//!   because the helpers do;
-//! - an object kept past its call is a clear error in JS and Python, never a
-//!   trap.
+//! - cache queries answer with references for the call, and a query beyond
+//!   the call's reference limit is the `too-many-objects` error;
+//! - an object (or an event) kept past its call is a clear error in JS and
+//!   Python, raised before the SDK touches the stale reference (which would
+//!   trap the instance).
 
 mod polyglot_support;
 
@@ -63,7 +62,7 @@ fn outcomes(g: &mut Guest, ev: &Event) -> Vec<Value> {
 }
 
 #[test]
-fn object_getters_return_the_fields_of_the_lent_object() {
+fn object_getters_return_the_fields_of_the_event_object() {
     let new = pod("web-0", "8");
     let old = pod("web-0", "7");
     for name in PROBES {
@@ -240,8 +239,6 @@ fn kube_calls_reach_the_host_exactly_as_written() {
             json!(["patch-status", "apps/v1/deployments", "shop", "d", "merge", {"status": {"replicas": 2}}, false, null]),
         ];
         assert_eq!(summary, want, "{name}");
-        // Every answer was an owned handle, and none is left (checked after the call).
-        assert!(g.store.data().max_owned_handles >= 1, "{name}");
     }
 }
 
@@ -354,7 +351,7 @@ fn events_are_published_about_the_event_object() {
 }
 
 #[test]
-fn query_results_are_released_by_the_end_of_the_call() {
+fn cache_queries_answer_with_references_for_the_call() {
     let pods: Vec<Cached> = (0..40).map(|i| pod(&format!("p{i:02}"), "1")).collect();
     let ops = json!([
         {"call": "cache-list", "resource": PODS, "namespace": "shop"},
@@ -375,29 +372,57 @@ fn query_results_are_released_by_the_end_of_the_call() {
             assert_eq!(out[3]["keys"], json!([]), "{name}");
             assert_eq!(out[4]["keys"], json!([]), "{name}");
             assert_eq!(out[5]["error"], "cache:forbidden", "{name}: {}", out[5]);
-            // The harness checked after the call that none of the 81 handles
-            // is still held; they were all held at some point.
+            // One call referenced every object of both queries.
             assert!(
-                g.store.data().max_owned_handles >= 40,
+                g.store.data().max_refs >= 81,
                 "{name} round {round}: {}",
-                g.store.data().max_owned_handles
+                g.store.data().max_refs
             );
         }
+        // Beyond the call's limit, a query is refused with `too-many-objects`.
+        g.store.data_mut().max_refs_per_call = 10;
+        let out = outcomes(&mut g, &event(EventKind::Synced, &pods[0], false));
+        assert_eq!(
+            out[0]["error"], "cache:too-many-objects",
+            "{name}: {}",
+            out[0]
+        );
+        let m = out[0]["message"].as_str().unwrap();
+        assert!(m.contains("at most 10 objects"), "{name}: {m}");
+        assert_eq!(out[2]["keys"], json!(["shop/p07"]), "{name}");
     }
 }
 
 #[test]
 fn an_object_kept_past_its_call_is_a_clear_error_not_a_trap() {
-    for name in ["js-probe", "py-probe"] {
-        let mut g = probe(name, json!([{"call": "use-after"}]), vec![]);
-        let first = outcomes(&mut g, &event(EventKind::Added, &pod("a", "1"), false));
-        assert_eq!(first[0]["ok"], true, "{name}");
-        let second = outcomes(&mut g, &event(EventKind::Added, &pod("b", "1"), false));
-        assert_eq!(second[0]["ok"], false, "{name}: {second:?}");
-        let m = second[0]["message"].as_str().unwrap();
-        assert!(m.contains("after the call"), "{name}: {m}");
-        // The instance carries on.
-        let third = outcomes(&mut g, &event(EventKind::Added, &pod("c", "1"), false));
-        assert_eq!(third[0]["ok"], false, "{name}: {third:?}");
+    for op in ["use-after", "use-event-after"] {
+        for name in ["js-probe", "py-probe"] {
+            let mut g = probe(name, json!([{ "call": op }]), vec![]);
+            let first = outcomes(&mut g, &event(EventKind::Added, &pod("a", "1"), false));
+            assert_eq!(first[0]["ok"], true, "{name} {op}");
+            let second = outcomes(&mut g, &event(EventKind::Added, &pod("b", "1"), false));
+            assert_eq!(second[0]["ok"], false, "{name} {op}: {second:?}");
+            let m = second[0]["message"].as_str().unwrap();
+            assert!(m.contains("after the call"), "{name} {op}: {m}");
+            // The instance carries on: the error was raised, not a trap.
+            let third = outcomes(&mut g, &event(EventKind::Added, &pod("c", "1"), false));
+            assert_eq!(third[0]["ok"], false, "{name} {op}: {third:?}");
+        }
     }
+}
+
+#[test]
+fn a_c_plugin_that_keeps_a_reference_past_its_call_traps() {
+    // What the JS and Python SDKs guard against and the C guide forbids: the
+    // host (like this harness) refuses a reference from an earlier call.
+    let mut g = probe("c-probe", json!([{"call": "use-after"}]), vec![]);
+    let first = outcomes(&mut g, &event(EventKind::Added, &pod("a", "1"), false));
+    assert_eq!(first[0]["ok"], true);
+    let trap = g
+        .try_on_event(&event(EventKind::Added, &pod("b", "1"), false))
+        .expect_err("a stale reference traps");
+    assert!(
+        format!("{trap:?}").contains("not valid in this call"),
+        "{trap:?}"
+    );
 }

@@ -8,8 +8,6 @@
 //!   by a merge patch and record a Normal Event, leave a labelled one alone,
 //!   requeue when configured, treat a vanished object as done, retry on
 //!   `forbidden`, stop on `invalid`, and refuse a bad config.
-//!
-//! The harness checks after every call that no handle is left.
 
 mod polyglot_support;
 

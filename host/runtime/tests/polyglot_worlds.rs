@@ -5,7 +5,7 @@
 //!   run unchanged beside 0.2 plugins of the same languages
 //!   (plugins/testing/js-probe, py-probe) on the same cache and the same
 //!   events, and each sees exactly what the host sent: the 0.1 ones through the
-//!   lowered event, the 0.2 ones through their object handles;
+//!   lowered event, the 0.2 ones through their object references;
 //! - the controller templates of JavaScript, Python and C load as world
 //!   `controller` and reconcile through `PluginInstance::reconcile`.
 

@@ -2,10 +2,10 @@
  * c-probe: exercises the C SDK (sdk/c) for the guest-level tests. On every
  * event it runs the ops of its [config] `ops`, in order, and returns the
  * outcome of each as JSON in its `err` result (the op schema is
- * plugins/testing/js-probe's; `use-after` and `open-objects` do not apply to C).
+ * plugins/testing/js-probe's). `use-after` keeps the event's object reference
+ * and reads it in the next event, which the host must refuse with a trap.
  *
- * Invariant: `on-event` always returns `err([<outcome>, ...])`, and every
- * handle a query or API call returned is dropped before it returns.
+ * Invariant: `on-event` always returns `err([<outcome>, ...])`.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,8 @@
 #include "wasm_informer.h"
 
 static char *ops; /* the JSON array of ops, from [config] */
+static bool kept_some;
+static wi_object_t kept; /* `use-after`: a reference from an earlier call */
 
 static char *str(const char *op, const char *key) {
     return wi_json_string_dup(wi_json_member(op, key));
@@ -64,18 +66,17 @@ static void put_error(wi_buf_t *out, wi_error_t *e) {
     wi_buf_puts(out, "}");
 }
 
-/* An outcome with the answer's JSON (or null), dropping the answer. */
-static void put_answer(wi_buf_t *out, bool ok, bool present, wi_owned_t h, wi_error_t *e) {
+/* An outcome with the answer's JSON (or null). */
+static void put_answer(wi_buf_t *out, bool ok, bool present, wi_object_t h, wi_error_t *e) {
     if (!ok) {
         put_error(out, e);
         return;
     }
     wi_buf_puts(out, "{\"ok\":true,\"object\":");
     if (present) {
-        char *json = wi_object_json(wi_borrow(h));
+        char *json = wi_object_json(h);
         wi_buf_puts(out, json);
         free(json);
-        wi_drop(h);
     } else {
         wi_buf_puts(out, "null");
     }
@@ -126,7 +127,7 @@ static void run(const char *op, const exports_wasm_informer_plugin_handler_event
     bool force = false;
     wi_json_bool(wi_json_member(op, "force"), &force);
     wi_error_t e = {0};
-    wi_owned_t h = {0};
+    wi_object_t h = 0;
     bool ok, present = true;
     if (!call) call = wi_sprintf("?");
     if (strcmp(call, "read") == 0) {
@@ -153,10 +154,9 @@ static void run(const char *op, const exports_wasm_informer_plugin_handler_event
         } else {
             wi_buf_puts(out, "{\"ok\":true,\"keys\":[");
             if (found) {
-                char *k = wi_object_key(wi_borrow(h));
+                char *k = wi_object_key(h);
                 wi_buf_json_string(out, k);
                 free(k);
-                wi_drop(h);
             }
             wi_buf_puts(out, "]}");
         }
@@ -226,6 +226,14 @@ static void run(const char *op, const exports_wasm_informer_plugin_handler_event
         free(reason);
         free(action);
         free(note);
+    } else if (strcmp(call, "use-after") == 0) {
+        if (kept_some) {
+            char *n = wi_object_name(kept); /* traps: the reference is from an earlier call */
+            free(n);
+        }
+        kept_some = true;
+        kept = object;
+        wi_buf_puts(out, "{\"ok\":true}");
     } else if (strcmp(call, "dry-run") == 0) {
         wi_buf_printf(out, "{\"ok\":true,\"dry_run\":%s}", wi_kube_dry_run() ? "true" : "false");
     } else {
@@ -251,9 +259,9 @@ bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_s
 }
 
 bool exports_wasm_informer_plugin_handler_on_event(exports_wasm_informer_plugin_handler_event_info_t *event,
-                                                   exports_wasm_informer_plugin_handler_borrow_object_t object,
-                                                   exports_wasm_informer_plugin_handler_borrow_object_t *old,
                                                    plugin_string_t *err) {
+    wi_object_t object = event->object;
+    const wi_object_t *old = event->old_object.is_some ? &event->old_object.val : NULL;
     wi_buf_t out = {0};
     wi_buf_puts(&out, "[");
     size_t i = 0;

@@ -12,6 +12,7 @@
 //   event                {event: {type, reason, action, note}} about the event's object
 //   dry-run
 //   use-after            keeps the event's object for the next event's `use-after`
+//   use-event-after      keeps the event itself, and reads its object in the next event
 // and its outcome is {"ok": true, ...} or {"ok": false, "error": KIND, "message": M}.
 //
 // Invariant: `on-event` always returns `err([<outcome>, ...])`.
@@ -23,11 +24,11 @@ import {
   Patch,
   ApiError,
   CacheError,
-  openObjects,
 } from '../../../sdk/js/src/informer.js';
 
 let ops = [];
 let kept;
+let keptEvent;
 
 function read(o) {
   if (o === undefined) return null;
@@ -102,8 +103,12 @@ function run(op, event) {
       if (before === undefined) return { ok: true };
       return { ok: true, name: before.name };
     }
-    case 'open-objects':
-      return { ok: true, open: openObjects() };
+    case 'use-event-after': {
+      const before = keptEvent;
+      keptEvent = event;
+      if (before === undefined) return { ok: true };
+      return { ok: true, name: before.object.name };
+    }
     default:
       return { ok: false, error: 'sdk', message: `unknown call ${op.call}` };
   }

@@ -8,7 +8,7 @@ Every handled event logs ``handled key=KEY n=N``.
 import json
 
 from componentize_py_types import Err
-from wit_world.imports import log
+from wit_world.imports import log, objects
 
 
 class State:
@@ -25,8 +25,8 @@ class Handler:
         if State.mode not in ("ok", "spin", "throw", "crash"):
             raise Err(f"config.mode {State.mode} is not ok|spin|throw|crash")
 
-    def on_event(self, event, obj, old_obj) -> None:
-        key = obj.key()
+    def on_event(self, event) -> None:
+        key = objects.key(event.object)
         State.n += 1
         if State.n % State.every == 0:
             if State.mode == "spin":

@@ -23,6 +23,7 @@ PATCHES = {
 class State:
     ops: List[Dict[str, Any]] = []
     kept: Optional[wi.KubeObject] = None
+    kept_event: Optional[wi.Event] = None
 
 
 def read(o: Optional[wi.KubeObject]) -> Any:
@@ -109,8 +110,9 @@ def run(op: Dict[str, Any], event: wi.Event) -> Dict[str, Any]:
     if call == "use-after":
         before, State.kept = State.kept, event.object
         return {"ok": True} if before is None else {"ok": True, "name": before.name}
-    if call == "open-objects":
-        return {"ok": True, "open": wi.open_objects()}
+    if call == "use-event-after":
+        before_event, State.kept_event = State.kept_event, event
+        return {"ok": True} if before_event is None else {"ok": True, "name": before_event.object.name}
     return {"ok": False, "error": "sdk", "message": f"unknown call {call}"}
 
 

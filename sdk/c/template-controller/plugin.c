@@ -62,7 +62,7 @@ bool exports_wasm_informer_plugin_reconciler_reconcile(exports_wasm_informer_plu
     wi_request_t req;
     wi_request_take(request, &req);
     bool found = false, ok;
-    wi_owned_t obj;
+    wi_object_t obj;
     wi_error_t e = {0};
     if (!wi_cache_get(req.resource, req.key, &found, &obj, &e)) {
         ok = wi_retry(err, "%s", e.message);
@@ -70,7 +70,7 @@ bool exports_wasm_informer_plugin_reconciler_reconcile(exports_wasm_informer_plu
         wi_info("gone %s", req.key);
         ok = wi_done(ret);
     } else {
-        char *have = wi_object_label(wi_borrow(obj), label);
+        char *have = wi_object_label(obj, label);
         if (have && strcmp(have, value) == 0) {
             ok = next(ret);
         } else {
@@ -84,7 +84,7 @@ bool exports_wasm_informer_plugin_reconciler_reconcile(exports_wasm_informer_plu
                               &e)) {
                 char *note = wi_sprintf("set %s=%s", label, value);
                 wi_error_free(&e);
-                if (wi_event_normal(wi_borrow(obj), "Labelled", "Label", note, &e)) {
+                if (wi_event_normal(obj, "Labelled", "Label", note, &e)) {
                     wi_info("labelled %s %s=%s", req.key, label, value);
                     ok = next(ret);
                 } else {
@@ -101,7 +101,6 @@ bool exports_wasm_informer_plugin_reconciler_reconcile(exports_wasm_informer_plu
             wi_buf_free(&patch);
         }
         free(have);
-        wi_drop(obj);
     }
     wi_error_free(&e);
     wi_request_free(&req);

@@ -23,11 +23,12 @@ bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_s
 }
 
 /*
- * `object` and `old` are lent for the call: read them with the wi_object_*
- * getters; the generated bindings drop them after the call.
+ * `event->object` (and `event->old_object`, for an update) are references for
+ * this call: read them with the wi_object_* getters; do not keep them.
  */
 bool exports_wasm_informer_plugin_handler_on_event(exports_wasm_informer_plugin_handler_event_info_t *event,
-                                                   wi_object_t object, wi_object_t *old, plugin_string_t *err) {
+                                                   plugin_string_t *err) {
+    wi_object_t object = event->object; /* a reference for this call; event->old_object is the old state */
     static const char *const kinds[] = {"added", "updated", "deleted", "synced"};
     char *resource = wi_object_resource(object);
     char *key = wi_object_key(object);
@@ -39,7 +40,7 @@ bool exports_wasm_informer_plugin_handler_on_event(exports_wasm_informer_plugin_
         wi_error_t e = {0};
         if (wi_cache_list(resource, ns, NULL, &list, &e)) {
             peers = list.len;
-            wi_objects_free(&list); /* drops every handle of the list */
+            wi_objects_free(&list);
         } else {
             ok = wi_fail(err, "%s", e.message);
             wi_error_free(&e);

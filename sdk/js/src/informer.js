@@ -1,5 +1,5 @@
 // wasm-informer plugin SDK for JavaScript, over the WIT imports of
-// `wasm-informer:plugin@0.2.0`: objects read through host handles with lazy,
+// `wasm-informer:plugin@0.2.0`: objects read by reference with lazy,
 // memoised getters; event dispatch (`onAdd`/`onUpdate`/`onDelete`/`onSync`);
 // cache queries; writes to the cluster (`kube`); Kubernetes Events (`events`);
 // and the `controller` world's reconciler.
@@ -8,15 +8,18 @@
 // - nothing here throws into the host except through `definePlugin` and
 //   `defineController`, which turn every exception into the `err` result of the
 //   export (a handler error or a reconcile error, never a trap);
-// - no host handle outlives the call that obtained it. JavaScript never drops
-//   a handle by itself, so every object the SDK hands out (the event's objects,
-//   cache results, API answers) is registered in the current call's scope; when
-//   the export returns, owned handles are disposed of and every object is
-//   closed. Reading a closed object throws a clear error instead of touching a
-//   handle that is gone. Copy what must outlive the call (`obj.body`, a field).
+// - an object is a reference the host hands out for one call into the plugin
+//   (the event's objects, cache results, API answers); the host forgets them
+//   all when the call returns, and reading a forgotten one would trap the
+//   instance. Every KubeObject remembers the call that produced it, and once
+//   that call has returned, reading it throws a clear error instead (before
+//   any host call). Copy what must outlive the call (`obj.body`, a field).
+//   There is nothing to release: references hold nothing in the host after
+//   their call.
 //
 // The plugin source imports this file by relative path; componentize-js
 // bundles it into the component (see sdk/js/build.mjs).
+import * as witObjects from 'wasm-informer:plugin/objects@0.2.0';
 import * as witCache from 'wasm-informer:plugin/cache@0.2.0';
 import * as witKube from 'wasm-informer:plugin/kube@0.2.0';
 import { publish as witPublish } from 'wasm-informer:plugin/events@0.2.0';
@@ -39,22 +42,14 @@ export const warn = (message) => log('warn', message);
 /** Logs at error level. */
 export const error = (message) => log('error', message);
 
-// ---- the call scope -----------------------------------------------------------
+// ---- the call --------------------------------------------------------------
 
-// Every KubeObject created during the current export call. Closed, and the
-// owned ones disposed of, when the call returns (see `endCall`).
-let scope = [];
+// Counts the export calls that have returned: an object made during the call
+// numbered `call` is valid while `call === calls`.
+let calls = 0;
 
 function endCall() {
-  const objects = scope;
-  if (objects.length === 0) return;
-  scope = [];
-  for (const o of objects) o._close();
-}
-
-/** How many objects the current call holds (owned and lent); for tests. */
-export function openObjects() {
-  return scope.length;
+  calls++;
 }
 
 // ---- objects ------------------------------------------------------------------
@@ -74,107 +69,88 @@ const CLOSED =
   'copy what you need, for example obj.body or obj.name, before returning)';
 
 /**
- * A Kubernetes object held by the host. Each getter is one call into the host
- * that copies only what it returns, made the first time it is read and
- * remembered after. Valid until the export call that produced it returns.
+ * A Kubernetes object held by the host, by reference. Each getter is one call
+ * into the host that copies only what it returns, made the first time it is
+ * read and remembered after. Valid until the export call that produced it
+ * returns.
  */
 export class KubeObject {
-  constructor(raw, owned) {
-    this._raw = raw;
-    this._owned = owned;
+  constructor(ref) {
+    this._ref = ref;
+    this._call = calls;
     this._memo = {};
-    this._what = undefined;
-    scope.push(this);
   }
 
-  _h() {
-    const raw = this._raw;
-    if (raw === null) throw new Error(`KubeObject ${this._what ?? ''} ${CLOSED}`);
-    return raw;
+  _r() {
+    if (this._call !== calls) {
+      throw new Error(`KubeObject ${this._memo.key ?? '(key not read)'} ${CLOSED}`);
+    }
+    return this._ref;
   }
 
   _get(field, read) {
+    const r = this._r();
     const memo = this._memo;
-    if (field in memo) {
-      if (this._raw === null) this._h();
-      return memo[field];
-    }
-    const v = read(this._h());
+    if (field in memo) return memo[field];
+    const v = read(r);
     memo[field] = v;
     return v;
   }
 
-  _close() {
-    const raw = this._raw;
-    if (raw === null) return;
-    this._what = this._memo.key ?? '(key not read)';
-    this._raw = null;
-    if (this._owned) raw[Symbol.dispose]();
-  }
-
-  /** Releases the handle now instead of at the end of the call. */
-  dispose() {
-    this._close();
-  }
-
-  [Symbol.dispose]() {
-    this._close();
-  }
-
-  /** False once the call that produced the object has returned (or after `dispose()`). */
+  /** False once the call that produced the object has returned. */
   get isOpen() {
-    return this._raw !== null;
+    return this._call === calls;
   }
 
   /** The resource id, for example `v1/pods` or `apps/v1/deployments`. */
   get resource() {
-    return this._get('resource', (h) => h.resource());
+    return this._get('resource', witObjects.resource);
   }
   /** The cache key: `namespace/name`, or `name` for cluster-scoped objects. */
   get key() {
-    return this._get('key', (h) => h.key());
+    return this._get('key', witObjects.key);
   }
   /** `metadata.namespace`; `undefined` for cluster-scoped objects. */
   get namespace() {
-    return this._get('namespace', (h) => h.namespace());
+    return this._get('namespace', witObjects.namespace);
   }
   /** `metadata.name`. */
   get name() {
-    return this._get('name', (h) => h.name());
+    return this._get('name', witObjects.name);
   }
   /** `metadata.uid`. */
   get uid() {
-    return this._get('uid', (h) => h.uid());
+    return this._get('uid', witObjects.uid);
   }
   /** `metadata.resourceVersion`. */
   get resourceVersion() {
-    return this._get('resourceVersion', (h) => h.resourceVersion());
+    return this._get('resourceVersion', witObjects.resourceVersion);
   }
   /** `metadata.generation` as a number, when the object has one. */
   get generation() {
-    return this._get('generation', (h) => toNumber(h.generation()));
+    return this._get('generation', (r) => toNumber(witObjects.generation(r)));
   }
   /** Every label, as a plain object. */
   get labels() {
-    return this._get('labels', (h) => pairsToObject(h.labels()));
+    return this._get('labels', (r) => pairsToObject(witObjects.labels(r)));
   }
   /** Every annotation, as a plain object. */
   get annotations() {
-    return this._get('annotations', (h) => pairsToObject(h.annotations()));
+    return this._get('annotations', (r) => pairsToObject(witObjects.annotations(r)));
   }
   /** The value of one label, or `undefined`. */
   label(key) {
-    const h = this._h();
+    const r = this._r();
     const all = this._memo.labels;
     if (all !== undefined) return Object.hasOwn(all, key) ? all[key] : undefined;
-    return h.label(String(key));
+    return witObjects.label(r, String(key));
   }
   /** The value of one annotation, or `undefined`. */
   annotation(key) {
-    const h = this._h();
+    const r = this._r();
     const all = this._memo.annotations;
     if (all !== undefined) return Object.hasOwn(all, key) ? all[key] : undefined;
-    return h.annotation(String(key));
+    return witObjects.annotation(r, String(key));
   }
   /**
    * Everything the host parsed of `metadata`, in one call: `namespace`,
@@ -183,8 +159,8 @@ export class KubeObject {
    * `finalizers`, `ownerReferences`.
    */
   get meta() {
-    return this._get('meta', (h) => {
-      const m = h.meta();
+    return this._get('meta', (r) => {
+      const m = witObjects.meta(r);
       return {
         ...m,
         generation: toNumber(m.generation),
@@ -207,11 +183,11 @@ export class KubeObject {
   }
   /** This object as an Event's `regarding`: `{apiVersion, kind, namespace, name, uid}`. */
   get reference() {
-    return this._get('reference', (h) => h.reference());
+    return this._get('reference', witObjects.reference);
   }
   /** The whole object as compact JSON text. */
   get json() {
-    return this._get('json', (h) => h.json());
+    return this._get('json', witObjects.json);
   }
   /** The whole object, parsed (the same value on every read; a copy that outlives the call). */
   get body() {
@@ -223,13 +199,13 @@ export class KubeObject {
   }
 }
 
-function owned(raw) {
-  return raw === undefined ? undefined : new KubeObject(raw, true);
+function wrap(ref) {
+  return ref === undefined ? undefined : new KubeObject(ref);
 }
 
-function ownedList(raws) {
-  const out = new Array(raws.length);
-  for (let i = 0; i < raws.length; i++) out[i] = new KubeObject(raws[i], true);
+function wrapList(refs) {
+  const out = new Array(refs.length);
+  for (let i = 0; i < refs.length; i++) out[i] = new KubeObject(refs[i]);
   return out;
 }
 
@@ -241,28 +217,28 @@ function ownedList(raws) {
  * still had it. Both are valid for the call.
  */
 export class Event {
-  constructor(info, object, old) {
+  constructor(info) {
     this.kind = info.kind;
     this.isInInitialList = info.isInInitialList;
     this.finalStateUnknown = info.finalStateUnknown;
-    this._open = true;
-    this._object = object;
-    this._old = old;
-    this._wrapped = undefined;
-    this._wrappedOld = undefined;
+    this._info = info;
+    this._call = calls;
+    this._object = undefined;
+    this._old = undefined;
   }
-  _lent(raw) {
-    if (!this._open) throw new Error(`the event's object ${CLOSED}`);
-    return new KubeObject(raw, false);
+  _wrap(ref) {
+    if (this._call !== calls) throw new Error(`the event's object ${CLOSED}`);
+    return new KubeObject(ref);
   }
   /** The new state (for `deleted`, the last known state). */
   get object() {
-    return (this._wrapped ??= this._lent(this._object));
+    return (this._object ??= this._wrap(this._info.object));
   }
   /** The previous state of an update, when the host had it; otherwise `undefined`. */
   get old() {
-    if (this._old === undefined) return undefined;
-    return (this._wrappedOld ??= this._lent(this._old));
+    const r = this._info.oldObject;
+    if (r === undefined) return undefined;
+    return (this._old ??= this._wrap(r));
   }
   /** The resource id, for example `v1/pods`. */
   get resource() {
@@ -294,19 +270,16 @@ export function isStale(event) {
   if (event.kind === 'deleted') return false;
   const o = event.object;
   const current = cacheCall(`get ${o.resource} ${o.key}`, () => witCache.get(o.resource, o.key));
-  if (current === undefined) return false;
-  try {
-    return current.resourceVersion() !== o.resourceVersion;
-  } finally {
-    current[Symbol.dispose]();
-  }
+  return current !== undefined && witObjects.resourceVersion(current) !== o.resourceVersion;
 }
 
 // ---- errors ------------------------------------------------------------------
 
 /**
  * A failed cache query. `kind` is the WIT `cache-error` case: 'forbidden',
- * 'unknown-resource', 'invalid-selector' or 'unknown-index'.
+ * 'unknown-resource', 'invalid-selector', 'unknown-index' or
+ * 'too-many-objects' (the answer would reference more objects than one call
+ * may: narrow the query).
  */
 export class CacheError extends Error {
   constructor(kind, detail, query) {
@@ -358,6 +331,9 @@ function cacheCall(query, fn) {
     return fn();
   } catch (e) {
     const p = variantOf(e);
+    if (p?.tag === 'too-many-objects') {
+      throw new CacheError(p.tag, `one call may reference at most ${p.val} objects; narrow the query`, query);
+    }
     if (p) throw new CacheError(p.tag, p.val, query);
     throw e;
   }
@@ -382,14 +358,14 @@ function apiCall(call, fn) {
 export const cache = {
   /** One object by resource id and key, or `undefined`. Throws `CacheError`. */
   get(resource, key) {
-    return owned(cacheCall(`get ${resource} ${key}`, () => witCache.get(resource, key)));
+    return wrap(cacheCall(`get ${resource} ${key}`, () => witCache.get(resource, key)));
   },
   /**
    * Objects of `resource`, optionally in one `namespace` and matching a
    * Kubernetes `labelSelector`. Throws `CacheError`.
    */
   list(resource, { namespace, labelSelector } = {}) {
-    return ownedList(
+    return wrapList(
       cacheCall(`list ${resource}`, () =>
         witCache.list(resource, namespace ?? undefined, labelSelector ?? undefined),
       ),
@@ -397,7 +373,7 @@ export const cache = {
   },
   /** Objects whose value of index `indexName` equals `value`. Throws `CacheError`. */
   byIndex(resource, indexName, value) {
-    return ownedList(
+    return wrapList(
       cacheCall(`by-index ${resource} ${indexName}`, () =>
         witCache.byIndex(resource, indexName, value),
       ),
@@ -457,12 +433,12 @@ export const kube = {
   /** A live read from the API server, bypassing the cache (verb `get`). */
   get(resource, namespace, name) {
     const ns = namespace ?? undefined;
-    return owned(apiCall(`get ${where(resource, ns, name)}`, () => witKube.get(resource, ns, name)));
+    return wrap(apiCall(`get ${where(resource, ns, name)}`, () => witKube.get(resource, ns, name)));
   },
   /** Creates an object (verb `create`). */
   create(resource, namespace, body) {
     const ns = namespace ?? undefined;
-    return owned(
+    return wrap(
       apiCall(`create ${where(resource, ns)}`, () => witKube.create(resource, ns, text(body))),
     );
   },
@@ -472,7 +448,7 @@ export const kube = {
    */
   replace(resource, namespace, name, body) {
     const ns = namespace ?? undefined;
-    return owned(
+    return wrap(
       apiCall(`replace ${where(resource, ns, name)}`, () =>
         witKube.replace(resource, ns, name, text(body)),
       ),
@@ -485,7 +461,7 @@ export const kube = {
   patch(resource, namespace, name, patch, { force = false } = {}) {
     const ns = namespace ?? undefined;
     const [type, body] = patchParts(patch);
-    return owned(
+    return wrap(
       apiCall(`patch ${where(resource, ns, name)}`, () =>
         witKube.patch(resource, ns, name, type, body, Boolean(force)),
       ),
@@ -508,7 +484,7 @@ export const kube = {
       resourceVersion: resourceVersion ?? undefined,
       propagation: propagation ?? undefined,
     };
-    return owned(
+    return wrap(
       apiCall(`delete ${where(resource, ns, name)}`, () =>
         witKube.delete(resource, ns, name, options),
       ),
@@ -517,14 +493,14 @@ export const kube = {
   /** Reads the status subresource. */
   getStatus(resource, namespace, name) {
     const ns = namespace ?? undefined;
-    return owned(
+    return wrap(
       apiCall(`get-status ${where(resource, ns, name)}`, () => witKube.getStatus(resource, ns, name)),
     );
   },
   /** Replaces the status subresource (same precondition as `replace`). */
   replaceStatus(resource, namespace, name, body) {
     const ns = namespace ?? undefined;
-    return owned(
+    return wrap(
       apiCall(`replace-status ${where(resource, ns, name)}`, () =>
         witKube.replaceStatus(resource, ns, name, text(body)),
       ),
@@ -534,7 +510,7 @@ export const kube = {
   patchStatus(resource, namespace, name, patch, { force = false } = {}) {
     const ns = namespace ?? undefined;
     const [type, body] = patchParts(patch);
-    return owned(
+    return wrap(
       apiCall(`patch-status ${where(resource, ns, name)}`, () =>
         witKube.patchStatus(resource, ns, name, type, body, Boolean(force)),
       ),
@@ -639,16 +615,14 @@ export function definePlugin(plugin) {
         endCall();
       }
     },
-    onEvent(info, object, oldObject) {
+    onEvent(info) {
       const m = methods[info.kind];
       if (m === undefined) return;
-      const event = new Event(info, object, oldObject);
       try {
-        m.call(plugin, event);
+        m.call(plugin, new Event(info));
       } catch (e) {
         throw errorMessage(e);
       } finally {
-        event._open = false;
         endCall();
       }
     },

@@ -6,7 +6,7 @@
 - ``controller``: ``class Reconciler(wi.Controller)`` with ``configure`` and
   ``reconcile(request) -> wi.Action | None``.
 
-Objects are :class:`KubeObject` wrappers over host handles: each property
+Objects are :class:`KubeObject` wrappers over object references: each property
 copies one field into the plugin the first time it is read. ``wi.cache``
 queries the shared cache, ``wi.kube`` writes to the cluster (as the manifest's
 ``[[write]]`` grants allow), ``wi.events`` records Kubernetes Events.
@@ -17,9 +17,9 @@ Invariants:
   handler error, or a retried reconcile); only a real trap (fuel, deadline,
   memory) replaces the instance;
 - every object handed out during an export call (the event's objects, query
-  and API results) is valid for that call: when it returns, the handles are
-  released and the objects closed, so nothing leaks in the host however long
-  the plugin keeps a reference; reading a closed object raises.
+  and API results) is a reference valid for that call only: the host forgets
+  it when the call returns (there is nothing to release), and reading a kept
+  object afterwards raises a clear error instead of trapping the instance.
 
 componentize-py generates ``wit_world`` and ``componentize_py_types`` when it
 builds the component; ``scripts/build-plugins.sh`` puts this directory on the
@@ -30,21 +30,20 @@ from __future__ import annotations
 
 from . import cache, events, kube
 from ._log import debug, error, info, log, trace, warn
-from ._scope import open_objects
 from .controller import Action, Controller, ReconcileError, Request, Retry, Terminal, finalizer
 from .errors import ApiError, ApiErrorKind, CacheError, CacheErrorKind, Cause
 from .events import EventType
 from .handler import Plugin
 from .kube import Patch, PatchType, Propagation
-from .objects import (Event, EventKind, KubeObject, ObjectMeta, ObjectRef, OwnerReference,
+from .objects import (Event, EventKind, KubeObject, ObjectMeta, ObjectReference, OwnerReference,
                       is_deleted, is_live)
 
 __all__ = [
     "Action", "ApiError", "ApiErrorKind", "CacheError", "CacheErrorKind", "Cause", "Controller",
-    "Event", "EventKind", "EventType", "KubeObject", "ObjectMeta", "ObjectRef", "OwnerReference",
+    "Event", "EventKind", "EventType", "KubeObject", "ObjectMeta", "ObjectReference", "OwnerReference",
     "Patch", "PatchType", "Plugin", "Propagation", "ReconcileError", "Request", "Retry",
     "Terminal", "cache", "debug", "error", "events", "finalizer", "info", "is_deleted",
-    "is_live", "is_stale", "kube", "log", "open_objects", "trace", "warn",
+    "is_live", "is_stale", "kube", "log", "trace", "warn",
 ]
 
 
@@ -56,7 +55,4 @@ def is_stale(event: Event) -> bool:
         return False
     o = event.object
     current = cache.get(o.resource, o.key)
-    if current is None:
-        return False
-    with current:
-        return current.resource_version != o.resource_version
+    return current is not None and current.resource_version != o.resource_version

@@ -1,7 +1,9 @@
 """Queries against the host's shared cache. Each needs the resource in the
 manifest's ``read`` list (or ``resources``); otherwise it raises
 :class:`~wasm_informer.CacheError` ``forbidden``. Results are valid for the
-call.
+call; one call may reference at most about a million objects (beyond, a query
+raises ``too-many-objects``: narrow it with a namespace, a selector or an
+index).
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from componentize_py_types import Err
 from wit_world.imports import cache as _cache
 
 from .errors import raise_cache
-from .objects import KubeObject, owned
+from .objects import KubeObject, wrap
 
 
 def get(resource: str, key: str) -> Optional[KubeObject]:
     """One cached object by resource id and key (``namespace/name`` or ``name``), or None."""
     try:
-        return owned(_cache.get(resource, key))
+        return wrap(_cache.get(resource, key))
     except Err as e:
         raise_cache(e, f"get {resource} {key}")
 
@@ -31,7 +33,7 @@ def list(resource: str, namespace: Optional[str] = None,  # noqa: A001 - the WIT
         raws = _cache.list(resource, namespace, label_selector)
     except Err as e:
         raise_cache(e, f"list {resource}")
-    return [KubeObject(r, True) for r in raws]
+    return [KubeObject(r) for r in raws]
 
 
 def by_index(resource: str, index_name: str, value: str) -> List[KubeObject]:
@@ -41,7 +43,7 @@ def by_index(resource: str, index_name: str, value: str) -> List[KubeObject]:
         raws = _cache.by_index(resource, index_name, value)
     except Err as e:
         raise_cache(e, f"by-index {resource} {index_name}")
-    return [KubeObject(r, True) for r in raws]
+    return [KubeObject(r) for r in raws]
 
 
 def has_synced(resource: str) -> bool:

@@ -9,8 +9,8 @@ requeued after a delay on request). It reads the object's current state from
 the cache (it may be gone: then clean up) and makes the world match it.
 
 Invariant: ``reconcile`` ends in an action or a reconcile error, never a trap:
-an ordinary exception is a retry, :class:`Terminal` is not retried; every
-object of the call is closed when the export returns.
+an ordinary exception is a retry, :class:`Terminal` is not retried; the
+objects of a call are closed when its export returns.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ class CacheErrorKind(str, Enum):
     UNKNOWN_RESOURCE = "unknown-resource"
     INVALID_SELECTOR = "invalid-selector"
     UNKNOWN_INDEX = "unknown-index"
+    TOO_MANY_OBJECTS = "too-many-objects"
 
     def __str__(self) -> str:
         return self.value
@@ -85,6 +86,7 @@ _CACHE_KINDS = {
     _types.CacheError_UnknownResource: CacheErrorKind.UNKNOWN_RESOURCE,
     _types.CacheError_InvalidSelector: CacheErrorKind.INVALID_SELECTOR,
     _types.CacheError_UnknownIndex: CacheErrorKind.UNKNOWN_INDEX,
+    _types.CacheError_TooManyObjects: CacheErrorKind.TOO_MANY_OBJECTS,
 }
 
 _API_KINDS = {
@@ -102,7 +104,12 @@ _API_KINDS = {
 def raise_cache(e: Err[Any], query: str) -> NoReturn:
     """Raises the CacheError of a WIT ``cache-error``."""
     v = e.value
-    raise CacheError(_CACHE_KINDS[type(v)], str(v.value), query) from None
+    kind = _CACHE_KINDS[type(v)]
+    if kind is CacheErrorKind.TOO_MANY_OBJECTS:
+        detail = f"one call may reference at most {v.value} objects; narrow the query"
+    else:
+        detail = str(v.value)
+    raise CacheError(kind, detail, query) from None
 
 
 def raise_api(e: Err[Any], call: str) -> NoReturn:

@@ -14,7 +14,7 @@ from componentize_py_types import Err
 from wit_world.imports import events as _events
 
 from .errors import raise_api
-from .objects import KubeObject, ObjectRef
+from .objects import KubeObject, ObjectReference
 
 
 class EventType(str, Enum):
@@ -27,7 +27,7 @@ class EventType(str, Enum):
 _TYPES = {EventType.NORMAL: _events.EventType.NORMAL, EventType.WARNING: _events.EventType.WARNING}
 
 
-def publish(regarding: Union[KubeObject, ObjectRef], type: Union[EventType, str],  # noqa: A002
+def publish(regarding: Union[KubeObject, ObjectReference], type: Union[EventType, str],  # noqa: A002
             reason: str, action: str, note: str = "") -> None:
     """Records an Event about ``regarding`` (an object or its reference)."""
     ref = regarding.reference if isinstance(regarding, KubeObject) else regarding
@@ -40,11 +40,11 @@ def publish(regarding: Union[KubeObject, ObjectRef], type: Union[EventType, str]
         raise_api(e, f"event {reason} about {ref.kind} {ns}{ref.name}")
 
 
-def normal(regarding: Union[KubeObject, ObjectRef], reason: str, action: str, note: str = "") -> None:
+def normal(regarding: Union[KubeObject, ObjectReference], reason: str, action: str, note: str = "") -> None:
     """Records a ``Normal`` Event."""
     publish(regarding, EventType.NORMAL, reason, action, note)
 
 
-def warning(regarding: Union[KubeObject, ObjectRef], reason: str, action: str, note: str = "") -> None:
+def warning(regarding: Union[KubeObject, ObjectReference], reason: str, action: str, note: str = "") -> None:
     """Records a ``Warning`` Event."""
     publish(regarding, EventType.WARNING, reason, action, note)

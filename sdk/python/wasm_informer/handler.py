@@ -3,14 +3,14 @@ exported ``handler`` interface.
 
 Invariant: an ordinary exception from ``configure`` or an event method becomes
 the ``err`` result of ``init``/``on-event`` (a handler error, counted by the
-host, after which the plugin carries on); every object of the call is closed
-when the export returns.
+host, after which the plugin carries on); the objects of a call are closed
+when its export returns.
 """
 
 from __future__ import annotations
 
 import json as _json
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 from componentize_py_types import Err
 from wit_world.imports import types as _types
@@ -85,9 +85,8 @@ class Plugin:
     def init(self, config: str) -> None:
         run_init(self.configure, config)
 
-    def on_event(self, event: _types.EventInfo, object: _types.Object,  # noqa: A002
-                 old_object: Optional[_types.Object]) -> None:
-        ev = Event(event, object, old_object)
+    def on_event(self, event: _types.EventInfo) -> None:
+        ev = Event(event)
         kind = event.kind
         try:
             if kind == EventKind.ADDED:
@@ -103,5 +102,4 @@ class Plugin:
         except Exception as e:  # noqa: BLE001
             raise Err(message(e))
         finally:
-            ev._open = False
             _scope.end_call()

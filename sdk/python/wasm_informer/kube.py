@@ -20,7 +20,7 @@ from componentize_py_types import Err
 from wit_world.imports import kube as _kube
 
 from .errors import raise_api
-from .objects import KubeObject, owned
+from .objects import KubeObject, wrap
 
 
 class PatchType(str, Enum):
@@ -99,7 +99,7 @@ def _where(resource: str, namespace: Optional[str], name: Optional[str] = None) 
 
 def _one(call: str, fn: Any, *args: Any) -> KubeObject:
     try:
-        return KubeObject(fn(*args), True)
+        return KubeObject(fn(*args))
     except Err as e:
         raise_api(e, call)
 
@@ -140,7 +140,7 @@ def delete(resource: str, namespace: Optional[str], name: str, *,
         uid=uid, resource_version=resource_version,
         propagation=None if propagation is None else _PROPAGATION[Propagation(propagation)])
     try:
-        return owned(_kube.delete(resource, namespace, name, options))
+        return wrap(_kube.delete(resource, namespace, name, options))
     except Err as e:
         raise_api(e, f"delete {_where(resource, namespace, name)}")
 

@@ -1,9 +1,10 @@
 """Kubernetes objects held by the host, and the events about them.
 
-A :class:`KubeObject` wraps one host handle. Each property is one call into
-the host that copies only what it returns, made the first time it is read and
-remembered after. Objects are valid for the export call that produced them
-(see ``_scope``): copy what must outlive it (``obj.body``, a field).
+A :class:`KubeObject` wraps one object reference. Each property is one call
+into the host that copies only what it returns, made the first time it is
+read and remembered after. Objects are valid for the export call that
+produced them (see ``_scope``): copy what must outlive it (``obj.body``, a
+field). There is nothing to release.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import json as _json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, TypeVar
 
+from wit_world.imports import objects as _objects
 from wit_world.imports import types as _types
 
 from . import _scope
 
 EventKind = _types.EventKind
-ObjectRef = _types.ObjectRef
+ObjectReference = _types.ObjectReference
 OwnerReference = _types.OwnerReference
 
 T = TypeVar("T")
@@ -45,119 +47,97 @@ class ObjectMeta:
 
 
 class KubeObject:
-    """A Kubernetes object held by the host: the object of an event, a cached
-    object or an API server's answer."""
+    """A Kubernetes object held by the host, by reference: the object of an
+    event, a cached object or an API server's answer."""
 
-    __slots__ = ("_raw", "_owned", "_memo", "_what")
+    __slots__ = ("_ref", "_call", "_memo")
 
-    def __init__(self, raw: _types.Object, owned: bool) -> None:
-        self._raw: Optional[_types.Object] = raw
-        self._owned = owned
+    def __init__(self, ref: int) -> None:
+        self._ref = ref
+        self._call = _scope.calls
         self._memo: Dict[str, Any] = {}
-        self._what = ""
-        _scope.register(self)
 
-    def _h(self) -> _types.Object:
-        raw = self._raw
-        if raw is None:
-            raise RuntimeError(f"KubeObject {self._what} {_CLOSED}")
-        return raw
+    def _r(self) -> int:
+        if self._call != _scope.calls:
+            raise RuntimeError(f"KubeObject {self._memo.get('key', '(key not read)')} {_CLOSED}")
+        return self._ref
 
-    def _get(self, name: str, read: Callable[[_types.Object], T]) -> T:
-        raw = self._h()
+    def _get(self, name: str, read: Callable[[int], T]) -> T:
+        r = self._r()
         memo = self._memo
         if name in memo:
             return memo[name]
-        v = read(raw)
+        v = read(r)
         memo[name] = v
         return v
-
-    def _close(self) -> None:
-        raw = self._raw
-        if raw is None:
-            return
-        self._what = self._memo.get("key", "(key not read)")
-        self._raw = None
-        if self._owned:
-            raw.__exit__(None, None, None)
-
-    def dispose(self) -> None:
-        """Releases the handle now instead of at the end of the call."""
-        self._close()
-
-    def __enter__(self) -> "KubeObject":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._close()
 
     @property
     def is_open(self) -> bool:
         """False once the call that produced the object has returned."""
-        return self._raw is not None
+        return self._call == _scope.calls
 
     @property
     def resource(self) -> str:
         """The resource id, for example ``v1/pods``."""
-        return self._get("resource", lambda h: h.resource())
+        return self._get("resource", _objects.resource)
 
     @property
     def key(self) -> str:
         """``namespace/name``, or ``name`` for cluster-scoped objects."""
-        return self._get("key", lambda h: h.key())
+        return self._get("key", _objects.key)
 
     @property
     def namespace(self) -> Optional[str]:
         """``metadata.namespace``; None for cluster-scoped objects."""
-        return self._get("namespace", lambda h: h.namespace())
+        return self._get("namespace", _objects.namespace)
 
     @property
     def name(self) -> str:
         """``metadata.name``."""
-        return self._get("name", lambda h: h.name())
+        return self._get("name", _objects.name)
 
     @property
     def uid(self) -> str:
         """``metadata.uid``."""
-        return self._get("uid", lambda h: h.uid())
+        return self._get("uid", _objects.uid)
 
     @property
     def resource_version(self) -> str:
         """``metadata.resourceVersion``."""
-        return self._get("resource_version", lambda h: h.resource_version())
+        return self._get("resource_version", _objects.resource_version)
 
     @property
     def generation(self) -> Optional[int]:
         """``metadata.generation``, when the object has one."""
-        return self._get("generation", lambda h: h.generation())
+        return self._get("generation", _objects.generation)
 
     @property
     def labels(self) -> Dict[str, str]:
         """Every label."""
-        return self._get("labels", lambda h: dict(h.labels()))
+        return self._get("labels", lambda r: dict(_objects.labels(r)))
 
     @property
     def annotations(self) -> Dict[str, str]:
         """Every annotation."""
-        return self._get("annotations", lambda h: dict(h.annotations()))
+        return self._get("annotations", lambda r: dict(_objects.annotations(r)))
 
     def label(self, key: str) -> Optional[str]:
         """The value of one label, or None."""
-        h = self._h()
+        r = self._r()
         all_ = self._memo.get("labels")
-        return all_.get(key) if all_ is not None else h.label(key)
+        return all_.get(key) if all_ is not None else _objects.label(r, key)
 
     def annotation(self, key: str) -> Optional[str]:
         """The value of one annotation, or None."""
-        h = self._h()
+        r = self._r()
         all_ = self._memo.get("annotations")
-        return all_.get(key) if all_ is not None else h.annotation(key)
+        return all_.get(key) if all_ is not None else _objects.annotation(r, key)
 
     @property
     def meta(self) -> ObjectMeta:
         """Everything parsed of ``metadata``, in one call."""
-        def read(h: _types.Object) -> ObjectMeta:
-            m = h.meta()
+        def read(r: int) -> ObjectMeta:
+            m = _objects.meta(r)
             return ObjectMeta(
                 namespace=m.namespace, name=m.name, uid=m.uid,
                 resource_version=m.resource_version, generation=m.generation,
@@ -183,29 +163,29 @@ class KubeObject:
         return self.meta.owner_references
 
     @property
-    def reference(self) -> ObjectRef:
+    def reference(self) -> ObjectReference:
         """This object as an Event's ``regarding``."""
-        return self._get("reference", lambda h: h.reference())
+        return self._get("reference", _objects.reference)
 
     @property
     def json(self) -> str:
         """The whole object as compact JSON text."""
-        return self._get("json", lambda h: h.json())
+        return self._get("json", _objects.json)
 
     @property
     def body(self) -> Any:
         """The whole object, parsed (the same value on every read; a copy that
         outlives the call)."""
-        return self._get("body", lambda h: _json.loads(self.json))
+        return self._get("body", lambda r: _json.loads(self.json))
 
     def __repr__(self) -> str:
-        state = "open" if self._raw is not None else "closed"
+        state = "open" if self.is_open else "closed"
         return f"<KubeObject {self._memo.get('key', '?')} {state}>"
 
 
-def owned(raw: Optional[_types.Object]) -> Optional[KubeObject]:
-    """Wraps an owned handle (a query or API result)."""
-    return None if raw is None else KubeObject(raw, True)
+def wrap(ref: Optional[int]) -> Optional[KubeObject]:
+    """Wraps a reference the host handed out in this call."""
+    return None if ref is None else KubeObject(ref)
 
 
 class Event:
@@ -214,39 +194,38 @@ class Event:
     when the host still had it. Both are valid for the call."""
 
     __slots__ = ("kind", "is_in_initial_list", "final_state_unknown",
-                 "_object", "_old", "_wrapped", "_wrapped_old", "_open")
+                 "_info", "_call", "_object", "_old")
 
-    def __init__(self, info: _types.EventInfo, obj: _types.Object,
-                 old: Optional[_types.Object]) -> None:
+    def __init__(self, info: _types.EventInfo) -> None:
         self.kind: EventKind = info.kind
         self.is_in_initial_list: bool = info.is_in_initial_list
         self.final_state_unknown: bool = info.final_state_unknown
-        self._object = obj
-        self._old = old
-        self._wrapped: Optional[KubeObject] = None
-        self._wrapped_old: Optional[KubeObject] = None
-        self._open = True
+        self._info = info
+        self._call = _scope.calls
+        self._object: Optional[KubeObject] = None
+        self._old: Optional[KubeObject] = None
 
-    def _lend(self, raw: _types.Object) -> KubeObject:
-        if not self._open:
+    def _wrap(self, ref: int) -> KubeObject:
+        if self._call != _scope.calls:
             raise RuntimeError(f"the event's object {_CLOSED}")
-        return KubeObject(raw, False)
+        return KubeObject(ref)
 
     @property
     def object(self) -> KubeObject:
         """The new state (for ``deleted``, the last known state)."""
-        if self._wrapped is None:
-            self._wrapped = self._lend(self._object)
-        return self._wrapped
+        if self._object is None:
+            self._object = self._wrap(self._info.object)
+        return self._object
 
     @property
     def old(self) -> Optional[KubeObject]:
         """The previous state of an update, when the host had it."""
-        if self._old is None:
+        ref = self._info.old_object
+        if ref is None:
             return None
-        if self._wrapped_old is None:
-            self._wrapped_old = self._lend(self._old)
-        return self._wrapped_old
+        if self._old is None:
+            self._old = self._wrap(ref)
+        return self._old
 
     @property
     def resource(self) -> str:

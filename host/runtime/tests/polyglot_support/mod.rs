@@ -1,21 +1,21 @@
 //! A small, self-contained wasmtime host for the guest-language plugins
 //! (JavaScript, Python, C, Rust) of WIT `wasm-informer:plugin@0.2.0`, either
-//! world: it loads a built component, lends it object handles for each event
-//! (or calls `reconcile`), serves its `cache` queries from an in-memory object
-//! list as owned handles, answers its `kube` calls from a scripted fake API
-//! server (recording every call), records its `events` and `log` calls and
-//! its stdout/stderr, and counts the object handles the guest still holds.
+//! world: it loads a built component, delivers each event as references to
+//! its objects (or calls `reconcile`), reads objects for the guest's
+//! `objects` calls, serves its `cache` queries from an in-memory object list,
+//! answers its `kube` calls from a scripted fake API server (recording every
+//! call), and records its `events` and `log` calls and its stdout/stderr.
 //!
 //! Invariants:
 //! - the harness is independent of the production plugin runtime; it checks
 //!   what each guest toolchain and SDK produced (exports, calls made, results,
 //!   log output) and measures its cost, with fuel and an epoch deadline armed
 //!   so a misbehaving guest cannot hang a test;
-//! - after every call, the guest holds no object handle (checked unless
-//!   `check_handles` is off): the handles lent for an event are taken back by
-//!   the harness, and every handle a query or an API call returned must have
-//!   been dropped by the guest (or its SDK) before the call returned. A leak
-//!   fails the test with the number of handles left.
+//! - object references behave as the host's do: valid only during the call
+//!   that handed them out (numbered from a running base, so one from an
+//!   earlier call never resolves), at most `max_refs_per_call` per call
+//!   (cache queries beyond fail with `too-many-objects`), and an `objects`
+//!   call with a reference that is not valid traps the guest.
 
 #![allow(dead_code, unused_imports)]
 
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -36,8 +36,8 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "event-handler",
-        with: {
-            "wasm-informer:plugin/types.object": super::Handle,
+        imports: {
+            "wasm-informer:plugin/objects": trappable,
         },
         additional_derives: [PartialEq],
     });
@@ -50,6 +50,7 @@ mod controller_bindings {
         world: "controller",
         with: {
             "wasm-informer:plugin/types": super::bindings::wasm_informer::plugin::types,
+            "wasm-informer:plugin/objects": super::bindings::wasm_informer::plugin::objects,
             "wasm-informer:plugin/cache": super::bindings::wasm_informer::plugin::cache,
             "wasm-informer:plugin/log": super::bindings::wasm_informer::plugin::log,
             "wasm-informer:plugin/kube": super::bindings::wasm_informer::plugin::kube,
@@ -66,7 +67,7 @@ use controller_bindings::Controller;
 pub use reconciler::{Action, ReconcileError, Request};
 pub use wit::kube::{PatchType, Propagation};
 pub use wit::log::Level;
-pub use wit::types::{ApiError, CacheError, Cause, EventKind, InvalidDetails, ObjectRef};
+pub use wit::types::{ApiError, CacheError, Cause, EventKind, InvalidDetails, ObjectReference};
 
 /// Fuel given to each call; generous enough for the first call of a JS guest.
 pub const FUEL_PER_CALL: u64 = 2_000_000_000;
@@ -94,12 +95,8 @@ impl Deref for Cached {
     }
 }
 
-/// What a guest's `object` handle stands for.
-pub struct Handle {
-    object: Cached,
-    /// Returned by a query or an API call (the guest must drop it), not lent.
-    owned: bool,
-}
+/// Most references one call may hold, as in the host.
+pub const MAX_REFS_PER_CALL: u32 = 1 << 20;
 
 /// One call the guest made to the `kube` interface.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +119,7 @@ pub struct KubeCall {
 /// One Event the guest published.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Published {
-    pub regarding: ObjectRef,
+    pub regarding: ObjectReference,
     /// `normal` or `warning`.
     pub type_: String,
     pub reason: String,
@@ -135,6 +132,13 @@ pub struct Published {
 pub struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
+    /// The objects the call in progress references, from `ref_base` on.
+    refs: Vec<Cached>,
+    ref_base: u32,
+    /// The most references one call may hold.
+    pub max_refs_per_call: u32,
+    /// The most references a call held.
+    pub max_refs: usize,
     /// Objects the `cache` import serves.
     pub cache: Vec<Cached>,
     /// Resources the guest may read; others give `forbidden`.
@@ -155,11 +159,6 @@ pub struct GuestState {
     pub published: Vec<Published>,
     /// Answers to the next `events.publish` calls; `ok` when empty.
     pub event_answers: VecDeque<Result<(), ApiError>>,
-    /// Object handles the guest holds now that it must drop (query and API
-    /// results).
-    pub owned_handles: usize,
-    /// The most owned handles the guest held at once.
-    pub max_owned_handles: usize,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
@@ -191,32 +190,34 @@ fn pairs(v: &Value) -> Vec<(String, String)> {
 }
 
 impl GuestState {
-    fn object(&self, h: &Resource<Handle>) -> &Cached {
-        &self
-            .table
-            .get(h)
-            .expect("the guest uses only handles it holds")
-            .object
+    fn object(&self, r: u32) -> wasmtime::Result<&Cached> {
+        r.checked_sub(self.ref_base)
+            .and_then(|i| self.refs.get(i as usize))
+            .ok_or_else(|| {
+                wasmtime::Error::msg(format!("object reference {r} is not valid in this call"))
+            })
     }
 
-    fn give(&mut self, object: Cached) -> Resource<Handle> {
-        self.owned_handles += 1;
-        self.max_owned_handles = self.max_owned_handles.max(self.owned_handles);
-        self.table
-            .push(Handle {
-                object,
-                owned: true,
-            })
-            .expect("resource table")
+    /// References `object` for the rest of the call.
+    fn give(&mut self, object: Cached) -> u32 {
+        let r = self.ref_base + self.refs.len() as u32;
+        self.refs.push(object);
+        self.max_refs = self.max_refs.max(self.refs.len());
+        r
     }
 
-    fn lend(&mut self, object: &Cached) -> Resource<Handle> {
-        self.table
-            .push(Handle {
-                object: object.clone(),
-                owned: false,
-            })
-            .expect("resource table")
+    /// References every object, or fails with `too-many-objects`.
+    fn give_all(&mut self, objects: Vec<Cached>) -> Result<Vec<u32>, CacheError> {
+        if self.refs.len() + objects.len() > self.max_refs_per_call as usize {
+            return Err(CacheError::TooManyObjects(self.max_refs_per_call));
+        }
+        Ok(objects.into_iter().map(|o| self.give(o)).collect())
+    }
+
+    /// Forgets the call's references; the next call's are numbered after them.
+    fn end_call(&mut self) {
+        self.ref_base = self.ref_base.wrapping_add(self.refs.len() as u32 + 1) % (1 << 30);
+        self.refs.clear();
     }
 
     fn check(&mut self, resource: &str) -> Result<(), CacheError> {
@@ -231,64 +232,66 @@ impl GuestState {
 
 impl wit::types::Host for GuestState {}
 
-impl wit::types::HostObject for GuestState {
-    fn resource(&mut self, h: Resource<Handle>) -> String {
-        self.object(&h).resource.clone()
+type R<T> = wasmtime::Result<T>;
+
+impl wit::objects::Host for GuestState {
+    fn resource(&mut self, r: u32) -> R<String> {
+        Ok(self.object(r)?.resource.clone())
     }
 
-    fn key(&mut self, h: Resource<Handle>) -> String {
-        self.object(&h).key.clone()
+    fn key(&mut self, r: u32) -> R<String> {
+        Ok(self.object(r)?.key.clone())
     }
 
-    fn namespace(&mut self, h: Resource<Handle>) -> Option<String> {
-        meta(self.object(&h), "namespace").map(str::to_string)
+    fn namespace(&mut self, r: u32) -> R<Option<String>> {
+        Ok(meta(self.object(r)?, "namespace").map(str::to_string))
     }
 
-    fn name(&mut self, h: Resource<Handle>) -> String {
-        meta(self.object(&h), "name")
+    fn name(&mut self, r: u32) -> R<String> {
+        Ok(meta(self.object(r)?, "name")
             .unwrap_or_default()
-            .to_string()
+            .to_string())
     }
 
-    fn uid(&mut self, h: Resource<Handle>) -> String {
-        meta(self.object(&h), "uid").unwrap_or_default().to_string()
+    fn uid(&mut self, r: u32) -> R<String> {
+        Ok(meta(self.object(r)?, "uid").unwrap_or_default().to_string())
     }
 
-    fn resource_version(&mut self, h: Resource<Handle>) -> String {
-        meta(self.object(&h), "resourceVersion")
+    fn resource_version(&mut self, r: u32) -> R<String> {
+        Ok(meta(self.object(r)?, "resourceVersion")
             .unwrap_or_default()
-            .to_string()
+            .to_string())
     }
 
-    fn generation(&mut self, h: Resource<Handle>) -> Option<i64> {
-        self.object(&h).value["metadata"]["generation"].as_i64()
+    fn generation(&mut self, r: u32) -> R<Option<i64>> {
+        Ok(self.object(r)?.value["metadata"]["generation"].as_i64())
     }
 
-    fn label(&mut self, h: Resource<Handle>, key: String) -> Option<String> {
-        self.object(&h).value["metadata"]["labels"][&key]
+    fn label(&mut self, r: u32, key: String) -> R<Option<String>> {
+        Ok(self.object(r)?.value["metadata"]["labels"][&key]
             .as_str()
-            .map(str::to_string)
+            .map(str::to_string))
     }
 
-    fn labels(&mut self, h: Resource<Handle>) -> Vec<(String, String)> {
-        pairs(&self.object(&h).value["metadata"]["labels"])
+    fn labels(&mut self, r: u32) -> R<Vec<(String, String)>> {
+        Ok(pairs(&self.object(r)?.value["metadata"]["labels"]))
     }
 
-    fn annotation(&mut self, h: Resource<Handle>, key: String) -> Option<String> {
-        self.object(&h).value["metadata"]["annotations"][&key]
+    fn annotation(&mut self, r: u32, key: String) -> R<Option<String>> {
+        Ok(self.object(r)?.value["metadata"]["annotations"][&key]
             .as_str()
-            .map(str::to_string)
+            .map(str::to_string))
     }
 
-    fn annotations(&mut self, h: Resource<Handle>) -> Vec<(String, String)> {
-        pairs(&self.object(&h).value["metadata"]["annotations"])
+    fn annotations(&mut self, r: u32) -> R<Vec<(String, String)>> {
+        Ok(pairs(&self.object(r)?.value["metadata"]["annotations"]))
     }
 
-    fn meta(&mut self, h: Resource<Handle>) -> wit::types::ObjectMeta {
-        let o = self.object(&h);
+    fn meta(&mut self, r: u32) -> R<wit::types::ObjectMeta> {
+        let o = self.object(r)?;
         let m = &o.value["metadata"];
         let s = |k: &str| m[k].as_str().map(str::to_string);
-        wit::types::ObjectMeta {
+        Ok(wit::types::ObjectMeta {
             namespace: s("namespace"),
             name: s("name").unwrap_or_default(),
             uid: s("uid").unwrap_or_default(),
@@ -316,32 +319,22 @@ impl wit::types::HostObject for GuestState {
                     controller: r["controller"].as_bool().unwrap_or(false),
                 })
                 .collect(),
-        }
+        })
     }
 
-    fn reference(&mut self, h: Resource<Handle>) -> ObjectRef {
-        reference_of(self.object(&h))
+    fn reference(&mut self, r: u32) -> R<ObjectReference> {
+        Ok(reference_of(self.object(r)?))
     }
 
-    fn json(&mut self, h: Resource<Handle>) -> String {
-        self.object(&h).json.clone()
-    }
-
-    fn drop(&mut self, h: Resource<Handle>) -> wasmtime::Result<()> {
-        let handle = self.table.delete(h)?;
-        assert!(
-            handle.owned,
-            "the guest dropped a handle it was lent (the host takes those back)"
-        );
-        self.owned_handles -= 1;
-        Ok(())
+    fn json(&mut self, r: u32) -> R<String> {
+        Ok(self.object(r)?.json.clone())
     }
 }
 
 /// An object's `regarding` reference, as the host builds it.
-pub fn reference_of(o: &Cached) -> ObjectRef {
+pub fn reference_of(o: &Cached) -> ObjectReference {
     let s = |k: &str| o.value[k].as_str().unwrap_or_default().to_string();
-    ObjectRef {
+    ObjectReference {
         api_version: s("apiVersion"),
         kind: s("kind"),
         namespace: meta(o, "namespace").map(str::to_string),
@@ -372,18 +365,14 @@ fn matches_selector(o: &Cached, selector: &str) -> Result<bool, CacheError> {
 }
 
 impl wit::cache::Host for GuestState {
-    fn get(
-        &mut self,
-        resource: String,
-        key: String,
-    ) -> Result<Option<Resource<Handle>>, CacheError> {
+    fn get(&mut self, resource: String, key: String) -> Result<Option<u32>, CacheError> {
         self.check(&resource)?;
         let found = self
             .cache
             .iter()
             .find(|c| c.resource == resource && c.key == key)
             .cloned();
-        Ok(found.map(|o| self.give(o)))
+        Ok(self.give_all(found.into_iter().collect())?.pop())
     }
 
     fn list(
@@ -391,7 +380,7 @@ impl wit::cache::Host for GuestState {
         resource: String,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<Vec<Resource<Handle>>, CacheError> {
+    ) -> Result<Vec<u32>, CacheError> {
         self.check(&resource)?;
         let mut found = Vec::new();
         for c in self.cache.iter().filter(|c| c.resource == resource) {
@@ -405,7 +394,7 @@ impl wit::cache::Host for GuestState {
             }
             found.push(c.clone());
         }
-        Ok(found.into_iter().map(|o| self.give(o)).collect())
+        self.give_all(found)
     }
 
     fn by_index(
@@ -413,7 +402,7 @@ impl wit::cache::Host for GuestState {
         resource: String,
         index_name: String,
         value: String,
-    ) -> Result<Vec<Resource<Handle>>, CacheError> {
+    ) -> Result<Vec<u32>, CacheError> {
         self.check(&resource)?;
         if index_name != "namespace" {
             return Err(CacheError::UnknownIndex(index_name));
@@ -424,7 +413,7 @@ impl wit::cache::Host for GuestState {
             .filter(|c| c.resource == resource && meta(c, "namespace") == Some(&value))
             .cloned()
             .collect();
-        Ok(found.into_iter().map(|o| self.give(o)).collect())
+        self.give_all(found)
     }
 
     fn has_synced(&mut self, resource: String) -> Result<bool, CacheError> {
@@ -448,7 +437,7 @@ fn parse_body(body: &str) -> Value {
 
 impl GuestState {
     /// Records one `kube` call and answers it.
-    fn kube(&mut self, call: KubeCall) -> Result<Option<Resource<Handle>>, ApiError> {
+    fn kube(&mut self, call: KubeCall) -> Result<Option<u32>, ApiError> {
         let stub = || {
             let from_body = call.body.as_ref().filter(|b| b["metadata"].is_object());
             let mut v = from_body
@@ -473,7 +462,7 @@ impl GuestState {
         Ok(object.map(|v| self.give(cached(&resource, &v))))
     }
 
-    fn kube_one(&mut self, call: KubeCall) -> Result<Resource<Handle>, ApiError> {
+    fn kube_one(&mut self, call: KubeCall) -> Result<u32, ApiError> {
         let resource = call.resource.clone();
         let r = self.kube(call)?;
         Ok(match r {
@@ -502,7 +491,7 @@ impl wit::kube::Host for GuestState {
         resource: String,
         namespace: Option<String>,
         name: String,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         self.kube_one(call("get", resource, namespace, Some(name)))
     }
 
@@ -511,7 +500,7 @@ impl wit::kube::Host for GuestState {
         resource: String,
         namespace: Option<String>,
         body: String,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         let mut c = call("create", resource, namespace, None);
         c.body = Some(parse_body(&body));
         self.kube_one(c)
@@ -523,7 +512,7 @@ impl wit::kube::Host for GuestState {
         namespace: Option<String>,
         name: String,
         body: String,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         let mut c = call("replace", resource, namespace, Some(name));
         c.body = Some(parse_body(&body));
         self.kube_one(c)
@@ -537,7 +526,7 @@ impl wit::kube::Host for GuestState {
         kind: PatchType,
         body: String,
         force: bool,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         let mut c = call("patch", resource, namespace, Some(name));
         c.patch = Some(patch_name(kind).to_string());
         c.body = Some(parse_body(&body));
@@ -551,7 +540,7 @@ impl wit::kube::Host for GuestState {
         namespace: Option<String>,
         name: String,
         options: wit::kube::DeleteOptions,
-    ) -> Result<Option<Resource<Handle>>, ApiError> {
+    ) -> Result<Option<u32>, ApiError> {
         let mut c = call("delete", resource, namespace, Some(name));
         c.delete = Some((
             options.uid,
@@ -573,7 +562,7 @@ impl wit::kube::Host for GuestState {
         resource: String,
         namespace: Option<String>,
         name: String,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         self.kube_one(call("get-status", resource, namespace, Some(name)))
     }
 
@@ -583,7 +572,7 @@ impl wit::kube::Host for GuestState {
         namespace: Option<String>,
         name: String,
         body: String,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         let mut c = call("replace-status", resource, namespace, Some(name));
         c.body = Some(parse_body(&body));
         self.kube_one(c)
@@ -597,7 +586,7 @@ impl wit::kube::Host for GuestState {
         kind: PatchType,
         body: String,
         force: bool,
-    ) -> Result<Resource<Handle>, ApiError> {
+    ) -> Result<u32, ApiError> {
         let mut c = call("patch-status", resource, namespace, Some(name));
         c.patch = Some(patch_name(kind).to_string());
         c.body = Some(parse_body(&body));
@@ -736,8 +725,6 @@ pub struct Guest {
     pub fuel_per_call: u64,
     /// Epoch ticks allowed per call (the engine's epoch is advanced by the test).
     pub epoch_ticks_per_call: u64,
-    /// Assert after every call that the guest holds no object handle.
-    pub check_handles: bool,
 }
 
 /// One event as the harness delivers it.
@@ -799,8 +786,10 @@ impl Guest {
             dry_run: false,
             published: Vec::new(),
             event_answers: VecDeque::new(),
-            owned_handles: 0,
-            max_owned_handles: 0,
+            refs: Vec::new(),
+            ref_base: 1,
+            max_refs_per_call: MAX_REFS_PER_CALL,
+            max_refs: 0,
             stdout,
             stderr,
         };
@@ -822,7 +811,6 @@ impl Guest {
             exports,
             fuel_per_call: FUEL_PER_CALL,
             epoch_ticks_per_call: u64::MAX / 2,
-            check_handles: true,
         }
     }
 
@@ -845,39 +833,31 @@ impl Guest {
                 .wasm_informer_plugin_reconciler()
                 .call_init(&mut self.store, config),
         };
-        let r = r.unwrap_or_else(|e| panic!("init trapped: {e:?}\nstderr: {}", self.stderr()));
-        self.after_call("init");
-        r
+        self.store.data_mut().end_call();
+        r.unwrap_or_else(|e| panic!("init trapped: {e:?}\nstderr: {}", self.stderr()))
     }
 
-    /// Calls `on-event` with handles lent for the call; the outer error is a trap.
+    /// Calls `on-event` with references to the event's objects, valid for
+    /// the call; the outer error is a trap.
     pub fn try_on_event(&mut self, event: &Event) -> wasmtime::Result<Result<(), String>> {
         self.arm();
         let Exports::Handler(b) = &self.exports else {
             panic!("a controller takes reconcile requests, not events")
         };
+        let data = self.store.data_mut();
+        let object = data.give(event.object.clone());
+        let old_object = event.old.as_ref().map(|o| data.give(o.clone()));
         let info = wit::types::EventInfo {
             kind: event.kind,
+            object,
+            old_object,
             is_in_initial_list: event.is_in_initial_list,
             final_state_unknown: event.final_state_unknown,
         };
-        let data = self.store.data_mut();
-        let object = data.lend(&event.object);
-        let object_rep = object.rep();
-        let old = event.old.as_ref().map(|o| data.lend(o));
-        let old_rep = old.as_ref().map(|h| h.rep());
         let r = b
             .wasm_informer_plugin_handler()
-            .call_on_event(&mut self.store, info, object, old);
-        // The handles were lent for the call only: take them back.
-        let table = &mut self.store.data_mut().table;
-        let _ = table.delete(Resource::<Handle>::new_own(object_rep));
-        if let Some(rep) = old_rep {
-            let _ = table.delete(Resource::<Handle>::new_own(rep));
-        }
-        if r.is_ok() {
-            self.after_call("on-event");
-        }
+            .call_on_event(&mut self.store, info);
+        self.store.data_mut().end_call();
         r
     }
 
@@ -901,9 +881,7 @@ impl Guest {
         let r = b
             .wasm_informer_plugin_reconciler()
             .call_reconcile(&mut self.store, request);
-        if r.is_ok() {
-            self.after_call("reconcile");
-        }
+        self.store.data_mut().end_call();
         r
     }
 
@@ -912,16 +890,6 @@ impl Guest {
         match self.try_reconcile(request) {
             Ok(r) => r,
             Err(e) => panic!("reconcile trapped: {e:?}\nstderr: {}", self.stderr()),
-        }
-    }
-
-    fn after_call(&self, what: &str) {
-        let left = self.store.data().owned_handles;
-        if self.check_handles {
-            assert_eq!(
-                left, 0,
-                "the guest still holds {left} object handle(s) after {what} returned: a leak"
-            );
         }
     }
 
