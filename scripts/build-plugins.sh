@@ -35,7 +35,7 @@ ONLY=()
 for a in "$@"; do
     case "$a" in
         -f|--force) FORCE=1 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         -*) echo "build-plugins: unknown option $a" >&2; exit 2 ;;
         *) ONLY+=("$a") ;;
     esac

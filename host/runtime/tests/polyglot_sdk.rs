@@ -15,7 +15,11 @@
 //!   the call's reference limit is the `too-many-objects` error;
 //! - an object (or an event) kept past its call is a clear error in JS and
 //!   Python, raised before the SDK touches the stale reference (which would
-//!   trap the instance).
+//!   trap the instance);
+//! - the JS and Python finalizer helpers add their finalizer with a JSON
+//!   patch that tests the resourceVersion, run `apply` while it is there,
+//!   run `cleanup` and remove it (testing its position) when the object is
+//!   being deleted, and do nothing for an object that is gone or done.
 
 mod polyglot_support;
 
@@ -425,4 +429,93 @@ fn a_c_plugin_that_keeps_a_reference_past_its_call_traps() {
         format!("{trap:?}").contains("not valid in this call"),
         "{trap:?}"
     );
+}
+
+fn with_meta(name: &str, finalizers: &[&str], deleting: bool) -> Cached {
+    let mut v = pod(name, "5").value.clone();
+    v["metadata"]["finalizers"] = json!(finalizers);
+    if deleting {
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z");
+    }
+    cached(PODS, &v)
+}
+
+#[test]
+fn finalizer_helpers_add_run_and_remove_their_finalizer() {
+    const F: &str = "example.com/cleanup";
+    let cache = vec![
+        with_meta("fresh", &[], false),
+        with_meta("other", &["x"], false),
+        with_meta("live", &["x", F], false),
+        with_meta("dying", &["x", F], true),
+        with_meta("done", &["x"], true),
+    ];
+    let op = |name: &str| {
+        json!({"call": "finalizer", "resource": PODS, "namespace": "shop", "name": name,
+               "key": format!("shop/{name}"), "finalizer": F})
+    };
+    let ops = json!(["fresh", "other", "live", "dying", "done", "gone"]
+        .iter()
+        .map(|n| op(n))
+        .collect::<Vec<_>>());
+    for name in ["js-probe", "py-probe"] {
+        let mut g = probe(name, ops.clone(), cache.clone());
+        let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
+        let steps: Vec<(String, String)> = out
+            .iter()
+            .map(|o| {
+                assert_eq!(o["ok"], true, "{name}: {o}");
+                (
+                    o["step"].as_str().unwrap().into(),
+                    o["action"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            steps,
+            vec![
+                s("none", "done"),
+                s("none", "done"),
+                s("apply", "requeue 1000"),
+                s("cleanup", "done"),
+                s("none", "done"),
+                s("none", "done"),
+            ],
+            "{name}"
+        );
+        let patches: Vec<Value> = g
+            .kube_calls()
+            .iter()
+            .map(|c| {
+                assert_eq!(
+                    (c.verb.as_str(), c.patch.as_deref()),
+                    ("patch", Some("json")),
+                    "{name}"
+                );
+                json!([c.name, c.body])
+            })
+            .collect();
+        assert_eq!(
+            patches,
+            vec![
+                json!(["fresh", [{"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
+                                 {"op": "add", "path": "/metadata/finalizers", "value": [F]}]]),
+                json!(["other", [{"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
+                                 {"op": "add", "path": "/metadata/finalizers/-", "value": F}]]),
+                json!(["dying", [{"op": "test", "path": "/metadata/finalizers/1", "value": F},
+                                 {"op": "remove", "path": "/metadata/finalizers/1"}]]),
+            ],
+            "{name}"
+        );
+        // The object went away before the finalizer's removal: still done.
+        let mut g = probe(name, json!([op("dying")]), cache.clone());
+        g.answer_kube(Err(ApiError::NotFound("gone".into())));
+        let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
+        assert_eq!(
+            (out[0]["ok"].clone(), out[0]["step"].clone()),
+            (json!(true), json!("cleanup")),
+            "{name}"
+        );
+    }
 }

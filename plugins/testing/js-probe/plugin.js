@@ -13,6 +13,8 @@
 //   dry-run
 //   use-after            keeps the event's object for the next event's `use-after`
 //   use-event-after      keeps the event itself, and reads its object in the next event
+//   finalizer            {resource, namespace, name, key, finalizer}: runs the SDK's
+//                        finalizer helper; `apply` requeues after 1000 ms, `cleanup` is done
 // and its outcome is {"ok": true, ...} or {"ok": false, "error": KIND, "message": M}.
 //
 // Invariant: `on-event` always returns `err([<outcome>, ...])`.
@@ -24,6 +26,9 @@ import {
   Patch,
   ApiError,
   CacheError,
+  Action,
+  Request,
+  finalizer,
 } from '../../../sdk/js/src/informer.js';
 
 let ops = [];
@@ -108,6 +113,21 @@ function run(op, event) {
       keptEvent = event;
       if (before === undefined) return { ok: true };
       return { ok: true, name: before.object.name };
+    }
+    case 'finalizer': {
+      const request = new Request({ resource: op.resource, namespace: ns, name: op.name, key: op.key });
+      let step = 'none';
+      const action = finalizer(request, op.finalizer, {
+        apply() {
+          step = 'apply';
+          return Action.requeueAfter(1000);
+        },
+        cleanup() {
+          step = 'cleanup';
+        },
+      });
+      const what = action === undefined || action.tag === 'done' ? 'done' : `requeue ${action.val}`;
+      return { ok: true, step, action: what };
     }
     default:
       return { ok: false, error: 'sdk', message: `unknown call ${op.call}` };

@@ -113,6 +113,22 @@ def run(op: Dict[str, Any], event: wi.Event) -> Dict[str, Any]:
     if call == "use-event-after":
         before_event, State.kept_event = State.kept_event, event
         return {"ok": True} if before_event is None else {"ok": True, "name": before_event.object.name}
+    if call == "finalizer":
+        request = wi.Request(resource=res, namespace=ns, name=name, key=op["key"])
+        steps: List[str] = []
+
+        def apply(_: wi.KubeObject) -> Optional[wi.Action]:
+            steps.append("apply")
+            return wi.Action.requeue(1.0)
+
+        def cleanup(_: wi.KubeObject) -> Optional[wi.Action]:
+            steps.append("cleanup")
+            return None
+
+        action = wi.finalizer(request, op["finalizer"], apply=apply, cleanup=cleanup)
+        done = action is None or action.requeue_after is None
+        return {"ok": True, "step": steps[0] if steps else "none",
+                "action": "done" if done else f"requeue {round(action.requeue_after * 1000)}"}
     return {"ok": False, "error": "sdk", "message": f"unknown call {call}"}
 
 
