@@ -253,6 +253,7 @@ async fn a_stale_replace_is_a_conflict_and_changes_nothing() {
         { "call": "replace", "resource": "v1/pods", "namespace": "team-a", "name": "web", "body": no_rv },
     ]);
     let (mut r, _) = w.probe(ops, settings).await;
+    w.sim.request_log().clear();
     let out = trigger(&mut r, &pod).await;
     assert_eq!(out[0]["error"], "conflict", "{}", out[0]);
     // A replace without the precondition is refused before it is sent.
@@ -421,4 +422,135 @@ async fn a_hanging_api_server_times_out_the_call_within_its_bound() {
     // The time blocked in the API call is not charged to the guest's deadline
     // (timeout_ms is 1000 ms by default and was not exceeded by guest code).
     assert_eq!(r.status().snapshot().traps, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_written_as_events_k8s_io_and_repeats_join_the_series() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let event = json!({ "call": "event", "event": {
+        "type": "warning", "reason": "MissingLabel", "action": "Audit", "note": "no team label" } });
+    let allowed = KubeSettings {
+        events: true,
+        ..KubeSettings::default()
+    };
+    let (mut r, _) = w.probe(json!([event.clone()]), allowed).await;
+    for _ in 0..3 {
+        let out = trigger(&mut r, &pod).await;
+        assert_eq!(out[0]["ok"], true, "{}", out[0]);
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(w.client.clone(), "team-a");
+    let list = events.list(&Default::default()).await.unwrap().items;
+    assert_eq!(list.len(), 1, "three records, one Event: {list:?}");
+    let e = &list[0];
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert_eq!(e.reason.as_deref(), Some("MissingLabel"));
+    assert_eq!(e.action.as_deref(), Some("Audit"));
+    assert_eq!(e.note.as_deref(), Some("no team label"));
+    assert_eq!(
+        e.reporting_controller.as_deref(),
+        Some("wasm-informer/probe")
+    );
+    assert_eq!(e.reporting_instance.as_deref(), Some("test-host"));
+    let regarding = e.regarding.as_ref().unwrap();
+    assert_eq!(regarding.kind.as_deref(), Some("Pod"));
+    assert_eq!(regarding.name.as_deref(), Some("web"));
+    assert_eq!(regarding.uid, pod.metadata.uid);
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(3));
+
+    // Without `events = true`: forbidden, and nothing is written.
+    let (mut denied, _) = w.probe(json!([event]), KubeSettings::default()).await;
+    w.sim.request_log().clear();
+    let out = trigger(&mut denied, &pod).await;
+    assert_eq!(out[0]["error"], "forbidden", "{}", out[0]);
+    assert!(out[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("events = true"));
+    assert!(w.writes().is_empty());
+}
+
+/// I1 with writes: a plugin whose API calls hang holds only its own thread.
+/// A neighbour on the same informer, fed at a fixed rate, keeps at least 95%
+/// of what it handles when alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i1_a_plugin_blocked_on_a_hanging_api_server_stalls_no_neighbour() {
+    use kube_informer::delta_fifo::DeltaFifo;
+    use kube_informer::indexer::Indexer;
+    use kube_informer::processor::Processor;
+    use kube_informer::HandlerOptions;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let w = world().await;
+    let seeded = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["patch"], None)],
+        write_timeout: Duration::from_millis(2000),
+        write_qps: 0.0,
+        ..KubeSettings::default()
+    };
+    /// Counts what it is given.
+    struct Counter(Arc<AtomicU64>);
+    impl Handler for Counter {
+        async fn handle(&mut self, _n: kube_informer::NotificationRef) -> Delivery {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Delivery::Ok
+        }
+    }
+    // One informer pipeline without a Reflector: the test is the source.
+    let run = |with_writer: bool| {
+        let w = &w;
+        let seeded = seeded.clone();
+        let settings = settings.clone();
+        async move {
+            let indexer = Arc::new(Indexer::new());
+            let fifo = DeltaFifo::new(indexer.clone());
+            let processor = Processor::new("v1/pods", indexer);
+            processor.mark_synced();
+            let seen = Arc::new(AtomicU64::new(0));
+            let _neighbour = processor
+                .add_handler(Counter(seen.clone()), HandlerOptions::named("neighbour"))
+                .unwrap();
+            let _writer = if with_writer {
+                let (runner, _) = w
+                    .probe(json!([label_patch("team-a", "web", "x")]), settings)
+                    .await;
+                Some(
+                    processor
+                        .add_handler(runner, HandlerOptions::named("writer"))
+                        .unwrap(),
+                )
+            } else {
+                None
+            };
+            // 2000 updates at 1000/s; the writer's every call hangs.
+            let raw = serde_json::to_vec(&seeded).unwrap();
+            let started = Instant::now();
+            for i in 0..2000u32 {
+                let due = started + Duration::from_millis(u64::from(i));
+                tokio::time::sleep_until(due.into()).await;
+                let mut o = Object::from_json(&raw, &Transform::default()).unwrap();
+                o.meta.resource_version = i.to_string();
+                fifo.update(Arc::new(o));
+                fifo.pop_process(|p| processor.handle_deltas(p)).await;
+            }
+            // What the neighbour handled by the end of the offered window.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            seen.load(Ordering::Relaxed)
+        }
+    };
+    let alone = run(false).await;
+    w.sim.faults().set_delay(Some(Duration::from_secs(30)));
+    let beside = run(true).await;
+    w.sim.faults().set_delay(None);
+    assert!(
+        w.sim.faults().stats().delayed_responses >= 1,
+        "the writer's calls hung"
+    );
+    assert!(alone >= 1900, "the neighbour keeps up when alone: {alone}");
+    assert!(
+        beside as f64 >= 0.95 * alone as f64,
+        "neighbour handled {beside} beside the hung writer, {alone} alone"
+    );
 }
