@@ -79,7 +79,13 @@ function commonAncestor(a, b) {
   while (i < pa.length && i < pb.length && pa[i] === pb[i]) i++;
   return pa.slice(0, i).join(sep) || sep;
 }
-process.chdir(commonAncestor(dirname(source), here));
+const root = commonAncestor(dirname(source), here);
+if (root === sep) {
+  // componentize-js resolves the module paths relative to the working
+  // directory and cannot do so from the file system root.
+  usage(`${positional[0]} shares no directory with the SDK (${here}): put the plugin inside the repository`);
+}
+process.chdir(root);
 
 const started = Date.now();
 let result;
