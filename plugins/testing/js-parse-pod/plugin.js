@@ -4,14 +4,14 @@
 // throughput benchmark (B1) runs it beside the Rust no-op and parse plugins.
 // Invariant: every event is parsed; a body that is not a Pod with a spec throws
 // (a handler error).
-import { body, definePlugin } from '../../../sdk/js/src/informer.js';
+import { definePlugin } from '../../../sdk/js/src/informer.js';
 
 let containers = 0;
 
 export const handler = definePlugin({
   init(_config) {},
   onEvent(event) {
-    const pod = body(event.object);
+    const pod = JSON.parse(event.object.json);
     if (!pod.spec) throw new Error(`${event.key} has no spec`);
     containers += (pod.spec.containers ?? []).length;
   },
