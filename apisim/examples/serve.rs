@@ -2,7 +2,9 @@
 //! `cargo run -p apisim --example serve -- --listen 127.0.0.1:PORT --kubeconfig-out FILE --pods N`
 //!
 //! Other flags: `--namespaces M` (default 10), `--seed S` (default 1), `--churn R` (ops/s, default
-//! 0), `--bookmark-interval-ms MS`, `--history-window N`.
+//! 0), `--deployments N`, `--expose-fraction F` (default 0.25), `--deployment-churn W` (relative
+//! weight of Deployment operations in churn, default 0), `--bookmark-interval-ms MS`,
+//! `--history-window N`.
 
 use std::time::Duration;
 
@@ -16,6 +18,9 @@ struct Args {
     namespaces: usize,
     seed: u64,
     churn: f64,
+    deployments: usize,
+    expose_fraction: f64,
+    deployment_churn: u32,
     config: SimConfig,
 }
 
@@ -27,6 +32,9 @@ fn parse_args() -> anyhow::Result<Args> {
         namespaces: 10,
         seed: 1,
         churn: 0.0,
+        deployments: 0,
+        expose_fraction: 0.25,
+        deployment_churn: 0,
         config: SimConfig::default(),
     };
     let mut it = std::env::args().skip(1);
@@ -54,6 +62,18 @@ fn parse_args() -> anyhow::Result<Args> {
             "--churn" => {
                 let v = val()?;
                 a.churn = v.parse().map_err(|_| bad("--churn", &v))?
+            }
+            "--deployments" => {
+                let v = val()?;
+                a.deployments = v.parse().map_err(|_| bad("--deployments", &v))?
+            }
+            "--expose-fraction" => {
+                let v = val()?;
+                a.expose_fraction = v.parse().map_err(|_| bad("--expose-fraction", &v))?
+            }
+            "--deployment-churn" => {
+                let v = val()?;
+                a.deployment_churn = v.parse().map_err(|_| bad("--deployment-churn", &v))?
             }
             "--bookmark-interval-ms" => {
                 let v = val()?;
@@ -83,13 +103,20 @@ async fn main() -> anyhow::Result<()> {
         .parse()
         .map_err(|e| anyhow::anyhow!("--listen {:?}: {e}", args.listen))?;
     let sim = Sim::new(args.config.clone());
-    let workload = if args.pods > 0 || args.churn > 0.0 {
+    let workload = if args.pods > 0 || args.deployments > 0 || args.churn > 0.0 {
         let t = std::time::Instant::now();
         let w = Workload::seed(
             sim.store().clone(),
-            WorkloadConfig::new(args.pods, args.namespaces, args.seed),
+            WorkloadConfig::new(args.pods, args.namespaces, args.seed)
+                .with_deployments(args.deployments, args.expose_fraction)
+                .with_deployment_churn(args.deployment_churn),
         )?;
-        eprintln!("seeded {} pods in {:?}", args.pods, t.elapsed());
+        eprintln!(
+            "seeded {} pods and {} deployments in {:?}",
+            args.pods,
+            args.deployments,
+            t.elapsed()
+        );
         Some(w)
     } else {
         None

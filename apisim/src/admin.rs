@@ -10,12 +10,14 @@
 //! | `POST /_sim/faults/compact` | compact history (old RVs get 410) |
 //! | `POST /_sim/faults/fail?count=N&code=500` | fail the next N requests with 500 |
 //! | `POST /_sim/faults/fail?count=N&code=429&retryAfter=S` | ... with 429 and Retry-After |
+//! | `POST /_sim/faults/fail?count=N&code=C&method=M&path=P` | fail the next N requests with method M whose path contains P (any code 400-599) |
+//! | `GET /_sim/faults` | how often each fault fired (`FaultStats`) and the failures still armed |
 //! | `POST /_sim/faults/cut-watch` | cut the next watch event mid-line |
 //! | `POST /_sim/faults/delay?ms=N` | delay every response (0 disables) |
 //! | `POST /_sim/faults/expire-continue[?next=N]` | expire every continue token [and the next N] |
 //! | `POST /_sim/faults/reset` | disarm all faults |
 //! | `GET /_sim/requests`, `DELETE /_sim/requests` | read or clear the request log |
-//! | `GET /_sim/stats` | resourceVersion, compaction point, open watches, object counts |
+//! | `GET /_sim/stats` | resourceVersion, compaction point, open watches, fault counters, object counts |
 
 use axum::response::Response;
 use http::{header, HeaderValue, Method, StatusCode};
@@ -59,6 +61,19 @@ fn num(q: &Query, key: &str, default: Option<u64>) -> Result<u64, ApiError> {
     }
 }
 
+/// The fault counters plus the failures still armed.
+fn fault_stats(f: &crate::faults::Faults) -> Value {
+    let mut v = serde_json::to_value(f.stats()).expect("stats serialize");
+    v["pendingFailures"] = f
+        .pending_failures()
+        .into_iter()
+        .map(|(n, mode, m)| {
+            json!({"remaining": n, "code": mode.code(), "method": m.method, "path": m.path_contains})
+        })
+        .collect();
+    v
+}
+
 /// Serves one admin request; `path` is the part after `/_sim/`.
 pub fn handle(app: &App, method: &Method, path: &str, q: &Query, _body: &[u8]) -> Response {
     match run(app, method, path, q) {
@@ -98,13 +113,18 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
                 429 => FailMode::TooManyRequests {
                     retry_after_secs: num(q, "retryAfter", Some(1))?,
                 },
+                c @ 400..=599 => FailMode::Code(c as u16),
                 other => {
                     return Err(ApiError::bad_request(format!(
-                        "/_sim/faults/fail: code must be 500 or 429, got {other}"
+                        "/_sim/faults/fail: code must be an HTTP error code (400-599), got {other}"
                     )))
                 }
             };
-            f.fail_next(count, mode);
+            let matcher = crate::faults::RequestMatch {
+                method: q.get("method").filter(|m| !m.is_empty()).map(str::to_string),
+                path_contains: q.get("path").filter(|p| !p.is_empty()).map(str::to_string),
+            };
+            f.fail_matching(count, mode, matcher);
             Ok(json!({"armed": count}))
         }
         "faults/cut-watch" => {
@@ -148,6 +168,12 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
             }
             _ => Err(ApiError::method_not_allowed(format!("/_sim/requests needs GET or DELETE, got {method}"))),
         },
+        "faults" => match *method {
+            Method::GET => Ok(fault_stats(f)),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "/_sim/faults needs GET, got {method}"
+            ))),
+        },
         "stats" => {
             let mut objects = serde_json::Map::new();
             for (rid, rt) in app.store.registry().all() {
@@ -158,6 +184,7 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
                 "compactedResourceVersion": app.store.compacted_rv(),
                 "openWatches": f.open_watches(),
                 "failedRequests": f.failed_requests(),
+                "faults": fault_stats(f),
                 "objects": objects,
             }))
         }

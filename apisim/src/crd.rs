@@ -75,7 +75,10 @@ pub fn register(registry: &Registry, crd: &Value) {
         let Some(version) = s(v, &["name"]) else {
             continue;
         };
-        let mut t = ResourceType::new(group, version, kind, plural, namespaced);
+        // Custom resources keep a generation and are returned by DELETE, as the apiserver does.
+        let mut t = ResourceType::new(group, version, kind, plural, namespaced)
+            .with_generation()
+            .returning_deleted_object();
         if let Some(sing) = s(spec, &["names", "singular"]) {
             t.singular = sing.to_string();
         }

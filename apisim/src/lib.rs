@@ -19,8 +19,10 @@
 pub mod admin;
 pub mod continue_token;
 pub mod crd;
+pub mod deployment;
 pub mod discovery;
 pub mod faults;
+pub mod managed;
 pub mod object;
 pub mod patch;
 pub mod protobuf;
@@ -40,12 +42,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use faults::{FailMode, Faults};
+pub use faults::{FailMode, FaultStats, Faults, RequestMatch, WaitTimeout};
 pub use object::{ObjectRef, StoredObject};
 pub use request_log::{RequestLog, RequestRecord};
 pub use resource::{ResourceId, ResourceType};
 pub use status::ApiError;
-pub use store::{ChangeType, ListRequest, ListVersion, Store, Subresource};
+pub use store::{
+    ChangeType, DeleteOptions, ListRequest, ListVersion, Propagation, Store, Subresource,
+    WriteOptions,
+};
 
 /// Simulator settings.
 #[derive(Debug, Clone)]
@@ -57,6 +62,10 @@ pub struct SimConfig {
     pub bookmark_interval: Duration,
     /// Watch duration when the client sends no `timeoutSeconds`. Default 30 min.
     pub default_watch_timeout: Duration,
+    /// How long a list or watch at a resourceVersion newer than the store's waits for the store to
+    /// catch up before it is answered "Too large resource version" (504). The apiserver's watch
+    /// cache waits 3 s. Default 3 s.
+    pub too_large_rv_wait: Duration,
 }
 
 impl Default for SimConfig {
@@ -65,6 +74,7 @@ impl Default for SimConfig {
             history_window: 100_000,
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
+            too_large_rv_wait: Duration::from_secs(3),
         }
     }
 }
@@ -96,9 +106,10 @@ impl Sim {
     }
 
     /// Binds `addr` (use port 0 for any free port) and serves until [`RunningSim::shutdown`].
+    /// The socket is bound with `SO_REUSEADDR`, so a simulator can be started on the address of
+    /// one just shut down (see [`RunningSim::replace`]).
     pub async fn start(self, addr: SocketAddr) -> anyhow::Result<RunningSim> {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = bind_reusable(addr)
             .map_err(|e| anyhow::anyhow!("apisim: cannot listen on {addr}: {e}"))?;
         let local = listener.local_addr()?;
         let app = server::App {
@@ -133,6 +144,17 @@ impl Sim {
             task: Some(task),
         })
     }
+}
+
+fn bind_reusable(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// A serving simulator. Dropping it without [`RunningSim::shutdown`] leaves the server running
@@ -179,7 +201,7 @@ impl RunningSim {
     /// A kubeconfig whose current context points at this simulator over plain HTTP.
     pub fn kubeconfig_yaml(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user: {{}}\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user: {{}}\npreferences: {{}}\n",
             self.url()
         )
     }
@@ -189,6 +211,22 @@ impl RunningSim {
         let path = path.as_ref();
         std::fs::write(path, self.kubeconfig_yaml())
             .map_err(|e| anyhow::anyhow!("cannot write kubeconfig {}: {e}", path.display()))
+    }
+
+    /// Shuts this simulator down and starts `next` on the same address: to a client this is
+    /// the server restarting with different state (an etcd restore when `next` holds less).
+    /// Retries the bind for up to 5 s while the old socket is released.
+    pub async fn replace(self, next: Sim) -> anyhow::Result<RunningSim> {
+        let addr = self.addr;
+        self.shutdown().await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match next.clone().start(addr).await {
+                Ok(r) => return Ok(r),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
     }
 
     /// Stops serving: closes open watches, stops accepting, and waits (at most 5 s) for in-flight

@@ -27,6 +27,8 @@ pub struct StoredObject {
     pub labels: BTreeMap<String, String>,
     /// Selectable fields beyond metadata.name/namespace (e.g. `spec.nodeName` for pods).
     pub fields: Vec<(&'static str, String)>,
+    /// uids named by `metadata.ownerReferences` (the garbage collector's edges).
+    pub owners: Vec<String>,
     /// The serialized object.
     pub json: Bytes,
 }
@@ -55,6 +57,14 @@ pub fn extra_selectable_fields(rt: &ResourceType) -> &'static [&'static str] {
             "involvedObject.kind",
         ],
         ("", "namespaces") => &["status.phase"],
+        ("events.k8s.io", "events") => &[
+            "reason",
+            "type",
+            "regarding.name",
+            "regarding.kind",
+            "regarding.namespace",
+            "reportingController",
+        ],
         _ => &[],
     }
 }
@@ -94,6 +104,12 @@ impl StoredObject {
             uid: meta["uid"].as_str().unwrap_or("").to_string(),
             labels,
             fields,
+            owners: meta["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["uid"].as_str().map(str::to_string))
+                .collect(),
             json: Bytes::from(serde_json::to_vec(v).expect("a JSON value serializes")),
         }
     }

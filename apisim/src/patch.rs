@@ -9,9 +9,9 @@
 //! env, ports, conditions, ownerReferences, ...) merge element-wise by that key, and `finalizers`
 //! merges as a set; every other list is replaced. The directives `$patch: replace|delete|merge`,
 //! `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>` (order honoured for keyed lists)
-//! and `$retainKeys` are understood. Server-side apply is approximated as a merge patch of the
-//! applied configuration onto the live object (created when absent); field ownership and apply
-//! conflicts are not tracked.
+//! and `$retainKeys` are understood. Server-side apply (field ownership, conflicts, removal of
+//! fields no longer applied) lives in [`crate::managed`]; [`apply`] with [`PatchType::Apply`] is
+//! only the merge step, a JSON merge of the configuration.
 
 use serde_json::{Map, Value};
 

@@ -43,6 +43,11 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Decodes one boolean parameter value: `0` and `false` (any case) are false, anything else true.
+pub fn parse_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
+
 /// Parsed query parameters, in order (repeated keys are kept).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Query {
@@ -72,9 +77,34 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Whether `key` is set to a true boolean (`true` or `1`).
+    /// A boolean parameter as the apiserver decodes it (`Convert_Slice_string_To_bool`): absent,
+    /// `0` or `false` (any case) is false; any other value, the empty string included, is true.
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.get(key), Some("true") | Some("1"))
+        self.opt_flag(key).unwrap_or(false)
+    }
+
+    /// A boolean parameter that may be absent (`*bool` in the apiserver): None when absent,
+    /// otherwise decoded as [`Query::flag`] does.
+    pub fn opt_flag(&self, key: &str) -> Option<bool> {
+        self.get(key).map(parse_bool)
+    }
+
+    /// Whether the request is a dry run (`dryRun=All`). Any other non-empty value is a 400, as
+    /// the apiserver answers.
+    pub fn dry_run(&self) -> Result<bool, ApiError> {
+        let mut dry = false;
+        for (k, v) in &self.pairs {
+            if k != "dryRun" || v.is_empty() {
+                continue;
+            }
+            if v != "All" {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid dryRun value: dryRun: Unsupported value: {v:?}: supported values: \"All\""
+                )));
+            }
+            dry = true;
+        }
+        Ok(dry)
     }
 
     fn parse_num<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
@@ -194,6 +224,31 @@ mod tests {
         assert_eq!(e.code, 400);
         let e = Query::parse("limit=abc").list_request(None).unwrap_err();
         assert!(e.message.contains("limit"));
+    }
+
+    #[test]
+    fn booleans_decode_like_the_apiserver() {
+        let q = Query::parse("a=true&b=1&c=0&d=false&e=FALSE&f=&g&h=yes&i=False&j=TRUE");
+        for (k, want) in [
+            ("a", true),
+            ("b", true),
+            ("c", false),
+            ("d", false),
+            ("e", false),
+            ("f", true),
+            ("g", true),
+            ("h", true),
+            ("i", false),
+            ("j", true),
+            ("absent", false),
+        ] {
+            assert_eq!(q.flag(k), want, "{k}");
+        }
+        assert_eq!(q.opt_flag("absent"), None);
+        assert_eq!(q.opt_flag("c"), Some(false));
+        assert!(Query::parse("dryRun=All").dry_run().unwrap());
+        assert!(!Query::parse("dryRun=").dry_run().unwrap());
+        assert_eq!(Query::parse("dryRun=Some").dry_run().unwrap_err().code, 400);
     }
 
     #[test]

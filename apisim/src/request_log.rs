@@ -6,8 +6,19 @@
 
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::faults::WaitTimeout;
 use crate::query::Query;
+
+/// Whether `path` is a legacy watch path (`/api/v1/watch/...` or `/apis/G/V/watch/...`).
+pub fn is_legacy_watch_path(path: &str) -> bool {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(
+        segs.as_slice(),
+        ["api", _, "watch", ..] | ["apis", _, _, "watch", ..]
+    )
+}
 
 /// One received request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,51 +39,166 @@ impl RequestRecord {
         Query::parse(&self.query).get(key).map(str::to_string)
     }
 
-    /// Whether this is a watch request.
+    /// Whether this is a watch request: `watch` set to a true boolean (decoded as the apiserver
+    /// does), or a legacy `/watch/` path.
     pub fn is_watch(&self) -> bool {
-        matches!(self.param("watch").as_deref(), Some("true") | Some("1"))
+        Query::parse(&self.query).flag("watch") || is_legacy_watch_path(&self.path)
     }
 }
 
 /// Shared, append-only request log.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RequestLog {
-    entries: Arc<Mutex<Vec<RequestRecord>>>,
+    inner: Arc<LogInner>,
+}
+
+#[derive(Debug)]
+struct LogInner {
+    entries: Mutex<Vec<RequestRecord>>,
+    /// Number of records, updated after each append (wakes waiters).
+    len: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for RequestLog {
+    fn default() -> Self {
+        RequestLog {
+            inner: Arc::new(LogInner {
+                entries: Mutex::new(Vec::new()),
+                len: tokio::sync::watch::channel(0).0,
+            }),
+        }
+    }
 }
 
 impl RequestLog {
     /// Appends a record.
     pub fn record(&self, r: RequestRecord) {
-        self.entries.lock().push(r);
+        let n = {
+            let mut e = self.inner.entries.lock();
+            e.push(r);
+            e.len()
+        };
+        self.inner.len.send_replace(n);
     }
 
     /// A copy of every record so far.
     pub fn entries(&self) -> Vec<RequestRecord> {
-        self.entries.lock().clone()
+        self.inner.entries.lock().clone()
     }
 
     /// Records whose path equals `path`.
     pub fn for_path(&self, path: &str) -> Vec<RequestRecord> {
-        self.entries
+        self.matching(|r| r.path == path)
+    }
+
+    /// Records for which `pred` holds.
+    pub fn matching(&self, pred: impl Fn(&RequestRecord) -> bool) -> Vec<RequestRecord> {
+        self.inner
+            .entries
             .lock()
             .iter()
-            .filter(|r| r.path == path)
+            .filter(|r| pred(r))
             .cloned()
             .collect()
     }
 
+    /// Waits until a record for which `pred` holds has been logged (including one logged
+    /// before the call) and returns the first such record.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&RequestRecord) -> bool,
+    ) -> Result<RequestRecord, WaitTimeout> {
+        self.wait_count(1, timeout, pred)
+            .await
+            .map(|mut v| v.swap_remove(0))
+    }
+
+    /// Waits until at least `n` records for which `pred` holds have been logged; returns them.
+    pub async fn wait_count(
+        &self,
+        n: usize,
+        timeout: Duration,
+        pred: impl Fn(&RequestRecord) -> bool,
+    ) -> Result<Vec<RequestRecord>, WaitTimeout> {
+        let mut rx = self.inner.len.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let found = self.matching(&pred);
+            if found.len() >= n.max(1) {
+                return Ok(found);
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, rx.changed()).await,
+                Ok(Ok(()))
+            ) {
+                let found = self.matching(&pred);
+                if found.len() >= n.max(1) {
+                    return Ok(found);
+                }
+                return Err(WaitTimeout {
+                    what: format!(
+                        "{n} matching requests in the request log (found {} of {} records)",
+                        found.len(),
+                        self.len()
+                    ),
+                    timeout,
+                });
+            }
+        }
+    }
+
     /// Forgets every record.
     pub fn clear(&self) {
-        self.entries.lock().clear();
+        self.inner.entries.lock().clear();
+        self.inner.len.send_replace(0);
     }
 
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.entries.lock().len()
+        self.inner.entries.lock().len()
     }
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(method: &str, path: &str, query: &str) -> RequestRecord {
+        RequestRecord {
+            method: method.into(),
+            path: path.into(),
+            query: query.into(),
+            content_type: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn wait_for_sees_past_and_future_records() {
+        let log = RequestLog::default();
+        log.record(rec("GET", "/api/v1/pods", "limit=500"));
+        let r = log
+            .wait_for(Duration::from_millis(10), |r| r.path == "/api/v1/pods")
+            .await
+            .unwrap();
+        assert_eq!(r.param("limit").as_deref(), Some("500"));
+        let l2 = log.clone();
+        let t =
+            tokio::spawn(
+                async move { l2.wait_for(Duration::from_secs(10), |r| r.is_watch()).await },
+            );
+        tokio::task::yield_now().await;
+        log.record(rec("GET", "/api/v1/watch/pods", ""));
+        assert_eq!(t.await.unwrap().unwrap().path, "/api/v1/watch/pods");
+        let e = log
+            .wait_count(3, Duration::from_millis(10), |r| r.method == "GET")
+            .await
+            .unwrap_err();
+        assert!(e.what.contains("found 2"), "{e}");
     }
 }

@@ -29,6 +29,13 @@ pub struct ResourceType {
     pub short_names: Vec<String>,
     /// Whether a `/status` subresource is served (and status is ignored on the main resource).
     pub status_subresource: bool,
+    /// Whether the apiserver keeps `metadata.generation` for this kind (1 on create, +1 on each
+    /// spec change and when deletion starts). False for kinds whose strategy leaves it alone
+    /// (configmaps, secrets, services, namespaces, leases, events, RBAC, ...).
+    pub generation: bool,
+    /// Whether a DELETE that removes the object answers with the object (the registry's
+    /// `ReturnDeletedObject`); otherwise it answers a `Status` with `status: Success`.
+    pub returns_deleted_object: bool,
 }
 
 impl ResourceType {
@@ -43,7 +50,21 @@ impl ResourceType {
             namespaced,
             short_names: Vec::new(),
             status_subresource: false,
+            generation: false,
+            returns_deleted_object: false,
         }
+    }
+
+    /// Marks the kind as keeping `metadata.generation`.
+    pub fn with_generation(mut self) -> Self {
+        self.generation = true;
+        self
+    }
+
+    /// Marks the kind as answering a DELETE with the deleted object.
+    pub fn returning_deleted_object(mut self) -> Self {
+        self.returns_deleted_object = true;
+        self
     }
 
     /// Adds kubectl short names.
@@ -94,9 +115,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry holding the built-in types: core v1 namespaces, pods, configmaps, services, events,
-    /// secrets; apps/v1 deployments; coordination.k8s.io/v1 leases; and apiextensions.k8s.io/v1
-    /// customresourcedefinitions.
+    /// A registry holding the built-in types (see [`builtin_types`]).
     pub fn with_builtins() -> Self {
         let r = Registry::default();
         for t in builtin_types() {
@@ -162,25 +181,67 @@ impl Registry {
     }
 }
 
-/// The built-in resource types.
+/// The built-in resource types. `generation` and `returns_deleted_object` follow the
+/// apiserver's registry for each kind (Kubernetes 1.33: pods keep a generation since then).
 pub fn builtin_types() -> Vec<ResourceType> {
     vec![
         ResourceType::new("", "v1", "Namespace", "namespaces", false)
             .with_short_names(&["ns"])
-            .with_status(),
+            .with_status()
+            .returning_deleted_object(),
         ResourceType::new("", "v1", "Pod", "pods", true)
             .with_short_names(&["po"])
-            .with_status(),
+            .with_status()
+            .with_generation()
+            .returning_deleted_object(),
         ResourceType::new("", "v1", "ConfigMap", "configmaps", true).with_short_names(&["cm"]),
         ResourceType::new("", "v1", "Service", "services", true)
             .with_short_names(&["svc"])
-            .with_status(),
+            .with_status()
+            .returning_deleted_object(),
         ResourceType::new("", "v1", "Event", "events", true).with_short_names(&["ev"]),
         ResourceType::new("", "v1", "Secret", "secrets", true),
+        ResourceType::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+            .with_short_names(&["sa"])
+            .returning_deleted_object(),
         ResourceType::new("apps", "v1", "Deployment", "deployments", true)
             .with_short_names(&["deploy"])
-            .with_status(),
+            .with_status()
+            .with_generation(),
         ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
+        ResourceType::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
+        ResourceType::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+        ),
+        ResourceType::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+        ),
+        ResourceType::new("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
+        ResourceType::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+        ),
+        ResourceType::new(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+        )
+        .with_short_names(&["pdb"])
+        .with_status()
+        .with_generation(),
         ResourceType::new(
             "apiextensions.k8s.io",
             "v1",
@@ -189,7 +250,9 @@ pub fn builtin_types() -> Vec<ResourceType> {
             false,
         )
         .with_short_names(&["crd", "crds"])
-        .with_status(),
+        .with_status()
+        .with_generation()
+        .returning_deleted_object(),
     ]
 }
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::patch::{self, PatchType};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
-use crate::store::{Store, Subresource};
+use crate::store::{Store, Subresource, WriteOptions};
 
 /// Whether `rt` serves `/scale`.
 pub fn has_scale(rt: &ResourceType) -> bool {
@@ -75,7 +75,20 @@ pub fn patch(
     pt: PatchType,
     p: &Value,
 ) -> Result<Value, ApiError> {
-    let o = store.update_with(rid, ns, name, Subresource::Main, |mut dep| {
+    patch_with(store, rid, ns, name, pt, p, &WriteOptions::default())
+}
+
+/// [`patch`] with write options (dry run, field manager).
+pub fn patch_with(
+    store: &Store,
+    rid: ResourceId,
+    ns: &str,
+    name: &str,
+    pt: PatchType,
+    p: &Value,
+    opts: &WriteOptions,
+) -> Result<Value, ApiError> {
+    let o = store.update_with_opts(rid, ns, name, Subresource::Main, opts, |mut dep| {
         let scaled = patch::apply(pt, scale_of(&dep), p)?;
         dep["spec"]["replicas"] = json!(replicas_from(&scaled)?);
         // The patch does not carry the deployment's resourceVersion: no precondition.
@@ -93,9 +106,21 @@ pub fn put(
     name: &str,
     body: &Value,
 ) -> Result<Value, ApiError> {
+    put_with(store, rid, ns, name, body, &WriteOptions::default())
+}
+
+/// [`put`] with write options (dry run, field manager).
+pub fn put_with(
+    store: &Store,
+    rid: ResourceId,
+    ns: &str,
+    name: &str,
+    body: &Value,
+    opts: &WriteOptions,
+) -> Result<Value, ApiError> {
     let replicas = replicas_from(body)?;
     let rv = body["metadata"]["resourceVersion"].clone();
-    let o = store.update_with(rid, ns, name, Subresource::Main, |mut dep| {
+    let o = store.update_with_opts(rid, ns, name, Subresource::Main, opts, |mut dep| {
         dep["spec"]["replicas"] = json!(replicas);
         dep["metadata"]["resourceVersion"] = rv;
         Ok(dep)

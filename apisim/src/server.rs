@@ -20,7 +20,10 @@ use crate::query::Query;
 use crate::request_log::{RequestLog, RequestRecord};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
-use crate::store::{ListPage, ListRequest, Store, Subresource};
+use crate::store::{
+    DeleteOptions, ListPage, ListRequest, ListVersion, Propagation, Store, Subresource,
+    WriteOptions,
+};
 use crate::watch::{Watch, WatchRequest, WatchStart};
 use crate::SimConfig;
 
@@ -91,6 +94,12 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => {
@@ -109,15 +118,24 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         content_type: content_type.clone(),
     });
     if let Some(d) = app.faults.delay() {
+        app.faults.note_delayed();
         tokio::time::sleep(d).await;
     }
-    if let Some(f) = app.faults.take_failure() {
+    if let Some(f) = app.faults.take_failure_for(method.as_str(), &path) {
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
     }
     let q = Query::parse(&raw_query);
     let table = crate::table::wants_table(&accept);
-    match route(&app, &method, &path, &q, &content_type, table, body).await {
+    let ctx = Ctx {
+        method: &method,
+        path: &path,
+        q: &q,
+        content_type: &content_type,
+        user_agent: &user_agent,
+        table,
+    };
+    match route(&app, &ctx, body).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");
@@ -200,16 +218,82 @@ fn parse_target(store: &Store, segs: &[&str]) -> Result<Option<Target>, ApiError
     Ok(Some(t))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn route(
-    app: &App,
-    method: &Method,
-    path: &str,
-    q: &Query,
-    content_type: &str,
+/// What a handler needs to know about the request besides its body.
+struct Ctx<'a> {
+    method: &'a Method,
+    path: &'a str,
+    q: &'a Query,
+    content_type: &'a str,
+    user_agent: &'a str,
     table: bool,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+}
+
+impl Ctx<'_> {
+    /// The field manager of a non-apply write: `fieldManager`, else the User-Agent up to its
+    /// first `/`, as the apiserver derives it; None when neither is there.
+    fn manager(&self) -> Option<String> {
+        match self.q.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => Some(m.to_string()),
+            None => {
+                let ua = self.user_agent.split('/').next().unwrap_or("").trim();
+                (!ua.is_empty()).then(|| ua.chars().take(128).collect())
+            }
+        }
+    }
+
+    /// Options of a create, update or non-apply patch.
+    fn write_options(&self) -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            dry_run: self.q.dry_run()?,
+            field_manager: self.manager(),
+        })
+    }
+
+    /// Options of a DELETE: the DeleteOptions body, overridden by query parameters.
+    fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+        let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}"))
+            })?
+        };
+        let mut d = DeleteOptions {
+            dry_run: self.q.dry_run()?
+                || opts["dryRun"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == "All")),
+            precondition_uid: opts["preconditions"]["uid"].as_str().map(str::to_string),
+            precondition_rv: opts["preconditions"]["resourceVersion"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+                .map(str::to_string),
+            propagation: Propagation::Background,
+        };
+        // The deprecated orphanDependents, then propagationPolicy (which wins).
+        let orphan = self
+            .q
+            .opt_flag("orphanDependents")
+            .or(opts["orphanDependents"].as_bool());
+        if orphan == Some(true) {
+            d.propagation = Propagation::Orphan;
+        }
+        let policy = self
+            .q
+            .get("propagationPolicy")
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .or(opts["propagationPolicy"].as_str().map(str::to_string));
+        if let Some(p) = policy {
+            d.propagation = Propagation::parse(&p)?;
+        }
+        Ok(d)
+    }
+}
+
+async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiError> {
+    let (method, path, q, content_type, table) =
+        (ctx.method, ctx.path, ctx.q, ctx.content_type, ctx.table);
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -248,22 +332,56 @@ async fn route(
     } else {
         body
     };
-    let Some(t) = parse_target(&app.store, &segs)? else {
+    // Legacy watch paths: `/api/v1/watch/...` and `/apis/G/V/watch/...` watch what the path
+    // without `watch` names; a trailing object name becomes a `metadata.name` field selector.
+    let (segs, legacy_watch) = match segs.as_slice() {
+        ["api", v, "watch", rest @ ..] => {
+            let mut s = vec!["api", *v];
+            s.extend_from_slice(rest);
+            (s, true)
+        }
+        ["apis", g, v, "watch", rest @ ..] => {
+            let mut s = vec!["apis", *g, *v];
+            s.extend_from_slice(rest);
+            (s, true)
+        }
+        _ => (segs, false),
+    };
+    let Some(mut t) = parse_target(&app.store, &segs)? else {
         return Err(ApiError::no_route(path));
     };
+    if legacy_watch {
+        if method != Method::GET || t.sub.is_some() {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {path}"
+            )));
+        }
+        let q = legacy_watch_query(q, t.name.take())?;
+        return watch(app, &t, &q, table).await;
+    }
     let ns = t.namespace.clone();
     match (method.clone(), &t.name, t.sub.as_deref()) {
         (Method::GET, None, None) => {
             if q.flag("watch") {
-                watch(app, &t, q, table)
+                watch(app, &t, q, table).await
             } else {
                 let req = q.list_request(ns.as_deref())?;
                 if let Some(tok) = &req.continue_token {
                     if app.faults.take_continue_expiry() {
+                        app.faults.note_continue_expiry();
                         return Err(ApiError::expired_continue(tok));
                     }
+                } else if let ListVersion::NotOlderThan(x) | ListVersion::Exact(x) = req.version {
+                    // As the watch cache does: wait a little for a newer resourceVersion to arrive.
+                    wait_fresh(app, x).await;
                 }
-                let page = app.store.list(t.rid, &req)?;
+                let page = match app.store.list(t.rid, &req) {
+                    Err(e) if e.code == 410 && req.continue_token.is_some() => {
+                        app.faults.note_continue_expiry();
+                        return Err(e);
+                    }
+                    r => r?,
+                };
                 if table {
                     let objs: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
                     let mut meta = json!({"resourceVersion": page.rv.to_string()});
@@ -283,10 +401,9 @@ async fn route(
         }
         (Method::POST, None, None) => {
             let obj = parse_json(&body, "create", &t.rt)?;
-            if is_dry_run(q) {
-                return Ok(value_response(201, &obj));
-            }
-            let o = app.store.create(t.rid, ns.as_deref(), obj)?;
+            let o = app
+                .store
+                .create_with(t.rid, ns.as_deref(), obj, &ctx.write_options()?)?;
             Ok(json_response(201, o.json.clone()))
         }
         (Method::DELETE, None, None) => {
@@ -299,9 +416,10 @@ async fn route(
                     ..req
                 },
             )?;
+            let opts = ctx.delete_options(&body)?;
             let mut deleted = Vec::new();
             for o in page.items {
-                if let Ok(d) = app.store.delete(t.rid, &o.namespace, &o.name, None) {
+                if let Ok(d) = app.store.delete_with(t.rid, &o.namespace, &o.name, &opts) {
                     deleted.push(d);
                 }
             }
@@ -320,12 +438,14 @@ async fn route(
                     Method::GET => crate::scale::get(&app.store, t.rid, &ns, name)?,
                     Method::PUT => {
                         let body = parse_json(&body, "update", &t.rt)?;
-                        crate::scale::put(&app.store, t.rid, &ns, name, &body)?
+                        let opts = ctx.write_options()?;
+                        crate::scale::put_with(&app.store, t.rid, &ns, name, &body, &opts)?
                     }
                     Method::PATCH => {
                         let pt = PatchType::from_content_type(content_type)?;
                         let p = patch::parse_body(pt, &body)?;
-                        crate::scale::patch(&app.store, t.rid, &ns, name, pt, &p)?
+                        let opts = ctx.write_options()?;
+                        crate::scale::patch_with(&app.store, t.rid, &ns, name, pt, &p, &opts)?
                     }
                     _ => {
                         return Err(ApiError::method_not_allowed(format!(
@@ -360,30 +480,16 @@ async fn route(
                 }
                 Method::PUT => {
                     let obj = parse_json(&body, "update", &t.rt)?;
-                    if is_dry_run(q) {
-                        return Ok(value_response(200, &obj));
-                    }
-                    let o = app.store.update(t.rid, &ns, name, sub, obj)?;
+                    let o =
+                        app.store
+                            .update_opts(t.rid, &ns, name, sub, obj, &ctx.write_options()?)?;
                     Ok(json_response(200, o.json.clone()))
                 }
-                Method::PATCH => patch_object(app, &t, &ns, name, sub, q, content_type, &body),
-                Method::DELETE => {
-                    let precondition = if body.is_empty() {
-                        None
-                    } else {
-                        let opts: Value = serde_json::from_slice(&body).map_err(|e| {
-                            ApiError::bad_request(format!(
-                                "the DeleteOptions body is not valid JSON: {e}"
-                            ))
-                        })?;
-                        opts["preconditions"]["resourceVersion"]
-                            .as_str()
-                            .map(str::to_string)
-                    };
-                    let o = app
-                        .store
-                        .delete(t.rid, &ns, name, precondition.as_deref())?;
-                    Ok(json_response(200, o.json.clone()))
+                Method::PATCH => patch_object(app, ctx, &t, &ns, name, sub, &body),
+                Method::DELETE if sub == Subresource::Main => {
+                    let opts = ctx.delete_options(&body)?;
+                    let o = app.store.delete_with(t.rid, &ns, name, &opts)?;
+                    Ok(delete_response(&t.rt, &o))
                 }
                 _ => Err(ApiError::method_not_allowed(format!(
                     "{method} is not supported on {path}"
@@ -396,8 +502,28 @@ async fn route(
     }
 }
 
-fn is_dry_run(q: &Query) -> bool {
-    q.pairs.iter().any(|(k, v)| k == "dryRun" && v == "All")
+/// The answer to a DELETE: the object while its deletion is pending (finalizers) or when the
+/// kind returns deleted objects, otherwise a `Status` with `status: Success` naming it.
+fn delete_response(rt: &ResourceType, o: &crate::object::StoredObject) -> Response {
+    let v = o.value();
+    let pending = v["metadata"]["deletionTimestamp"].is_string()
+        && v["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+    if pending || rt.returns_deleted_object {
+        return json_response(200, o.json.clone());
+    }
+    let mut details = serde_json::Map::new();
+    details.insert("name".into(), json!(o.name));
+    if !rt.group.is_empty() {
+        details.insert("group".into(), json!(rt.group));
+    }
+    details.insert("kind".into(), json!(rt.plural));
+    details.insert("uid".into(), json!(o.uid));
+    value_response(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+    )
 }
 
 fn parse_json(body: &[u8], verb: &str, rt: &ResourceType) -> Result<Value, ApiError> {
@@ -415,36 +541,62 @@ fn parse_json(body: &[u8], verb: &str, rt: &ResourceType) -> Result<Value, ApiEr
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn patch_object(
     app: &App,
+    ctx: &Ctx<'_>,
     t: &Target,
     ns: &str,
     name: &str,
     sub: Subresource,
-    q: &Query,
-    content_type: &str,
     body: &[u8],
 ) -> Result<Response, ApiError> {
-    let pt = PatchType::from_content_type(content_type)?;
+    let pt = PatchType::from_content_type(ctx.content_type)?;
     let p = patch::parse_body(pt, body)?;
-    if is_dry_run(q) {
-        let cur = app.store.get(t.rid, ns, name)?.value();
-        return Ok(value_response(200, &patch::apply(pt, cur, &p)?));
+    let force = ctx.q.opt_flag("force");
+    if pt != PatchType::Apply {
+        if force.is_some() {
+            return Err(ApiError::invalid(
+                "",
+                "",
+                "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
+            ));
+        }
+        let o = app
+            .store
+            .update_with_opts(t.rid, ns, name, sub, &ctx.write_options()?, |cur| {
+                patch::apply(pt, cur, &p)
+            })?;
+        return Ok(json_response(200, o.json.clone()));
     }
+    // Server-side apply: the manager must be named; ownership is computed under the store lock.
+    let Some(manager) = ctx.q.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return Err(ApiError::invalid(
+            "",
+            "",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        ));
+    };
+    let force = force.unwrap_or(false);
+    let opts = WriteOptions {
+        dry_run: ctx.q.dry_run()?,
+        field_manager: None,
+    };
+    let now = crate::store::now_timestamp();
     let res = app
         .store
-        .update_with(t.rid, ns, name, sub, |cur| patch::apply(pt, cur, &p));
+        .update_with_opts(t.rid, ns, name, sub, &opts, |cur| {
+            crate::managed::apply(&t.rt, sub, Some(&cur), &p, manager, force, &now)
+        });
     match res {
         Ok(o) => Ok(json_response(200, o.json.clone())),
-        Err(e) if e.code == 404 && pt == PatchType::Apply && sub == Subresource::Main => {
-            let mut obj = p.clone();
+        Err(e) if e.code == 404 && sub == Subresource::Main => {
+            let mut obj = crate::managed::apply(&t.rt, sub, None, &p, manager, force, &now)?;
             if !obj.get("metadata").is_some_and(|m| m.is_object()) {
                 obj["metadata"] = json!({});
             }
             obj["metadata"]["name"] = json!(name);
             let nsopt = if t.rt.namespaced { Some(ns) } else { None };
-            let o = app.store.create(t.rid, nsopt, obj)?;
+            let o = app.store.create_with(t.rid, nsopt, obj, &opts)?;
             Ok(json_response(201, o.json.clone()))
         }
         Err(e) => Err(e),
@@ -482,18 +634,53 @@ pub fn list_body(rt: &ResourceType, page: &ListPage) -> Bytes {
     b.freeze()
 }
 
-fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiError> {
-    let rv = q.resource_version()?;
-    let send_initial = match q.get("sendInitialEvents") {
-        None | Some("") => None,
-        Some("true") | Some("1") => Some(true),
-        Some("false") | Some("0") => Some(false),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "invalid value for query parameter sendInitialEvents: {other:?}"
-            )))
+/// The query of a legacy watch path: `watch=true`, and the name from the path as a
+/// `metadata.name` field selector (a selector already given must name the same object, as the
+/// apiserver requires).
+fn legacy_watch_query(q: &Query, name: Option<String>) -> Result<Query, ApiError> {
+    let mut q = q.clone();
+    q.pairs.retain(|(k, _)| k != "watch");
+    q.pairs.push(("watch".into(), "true".into()));
+    if let Some(name) = name {
+        let given = q.field_selector()?;
+        if given.is_empty() {
+            q.pairs.retain(|(k, _)| k != "fieldSelector");
+            q.pairs
+                .push(("fieldSelector".into(), format!("metadata.name={name}")));
+        } else {
+            let names = given
+                .requirements
+                .iter()
+                .any(|r| r.field == "metadata.name" && !r.negated && r.value == name);
+            if !names {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
         }
-    };
+    }
+    Ok(q)
+}
+
+/// Waits (at most `SimConfig::too_large_rv_wait`) until the store reaches `rv`, as the apiserver's
+/// watch cache does before answering "Too large resource version". True when it did.
+async fn wait_fresh(app: &App, rv: u64) -> bool {
+    let mut rx = app.store.subscribe();
+    let deadline = tokio::time::Instant::now() + app.config.too_large_rv_wait;
+    loop {
+        if app.store.current_rv() >= rv {
+            return true;
+        }
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => return app.store.current_rv() >= rv,
+        }
+    }
+}
+
+async fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiError> {
+    let rv = q.resource_version()?;
+    let send_initial = q.opt_flag("sendInitialEvents");
     let rv_match = q.get("resourceVersionMatch").unwrap_or("");
     let bookmarks = q.flag("allowWatchBookmarks");
     if send_initial.is_some() {
@@ -516,9 +703,16 @@ fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiE
             "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
         ));
     }
-    let current = app.store.current_rv();
+    if let Some(x) = rv.filter(|x| *x > app.store.current_rv()) {
+        // The watch cache waits for the store to catch up, then answers HTTP 200 with one
+        // ERROR event carrying the 504 "Too large resource version" Status, and closes.
+        if !wait_fresh(app, x).await {
+            let e = ApiError::too_large_rv(x, app.store.current_rv());
+            let w = Watch::failed(app.store.clone(), app.faults.clone(), t.rid, e);
+            return Ok(watch_response(w));
+        }
+    }
     let start = match (send_initial, rv) {
-        (Some(true), Some(x)) if x > current => return Err(ApiError::too_large_rv(x, current)),
         (Some(true), _) => WatchStart::CurrentState,
         (Some(false), None) | (Some(false), Some(0)) => WatchStart::Now,
         (Some(false), Some(x)) | (None, Some(x)) if x != 0 => WatchStart::After(x),
@@ -542,10 +736,14 @@ fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiE
         req,
         app.config.bookmark_interval,
     )?;
+    Ok(watch_response(w))
+}
+
+fn watch_response(w: Watch) -> Response {
     let mut r = json_response(200, Body::from_stream(w.into_stream()));
     r.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
     );
-    Ok(r)
+    r
 }

@@ -76,6 +76,28 @@ impl ApiError {
         e
     }
 
+    /// 409 Conflict of a server-side apply (`NewApplyConflict`): `causes` name each field and
+    /// manager; the details name no object.
+    pub fn apply_conflict(message: String, causes: Vec<Value>) -> Self {
+        let mut e = Self::new(409, "Conflict", message);
+        e.details = Some(json!({ "causes": causes }));
+        e
+    }
+
+    /// 409 Conflict of a failed DELETE precondition, as the registry reports a storage
+    /// `InvalidObj` error for `key` (`Precondition failed: UID in precondition: ...`).
+    pub fn precondition_failed(qualified_plural: &str, name: &str, key: &str, what: &str) -> Self {
+        let mut e = Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified_plural} \"{name}\": StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: {what}"
+            ),
+        );
+        e.details = Some(details(qualified_plural, name));
+        e
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message.into())
@@ -122,12 +144,14 @@ impl ApiError {
         )
     }
 
-    /// 504 for a resourceVersion newer than the store's.
+    /// 504 for a resourceVersion newer than the store's, as k8s.io/apiserver's
+    /// `NewTooLargeResourceVersionError` builds it: a `NewTimeoutError` (message prefixed with
+    /// `Timeout: `, reason Timeout, `retryAfterSeconds` 1) with the `ResourceVersionTooLarge` cause.
     pub fn too_large_rv(requested: u64, current: u64) -> Self {
         let mut e = Self::new(
             504,
             "Timeout",
-            format!("Too large resource version: {requested}, current: {current}"),
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
         );
         e.details = Some(
             json!({"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1}),
@@ -138,6 +162,25 @@ impl ApiError {
     /// 500 InternalError (used by injected faults).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message.into())
+    }
+
+    /// An injected failure with `code` and the reason the apiserver uses for that code.
+    pub fn injected(code: u16) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Self::new(code, reason, format!("injected fault: {reason} ({code})"))
     }
 
     /// 429 TooManyRequests (used by injected faults).
@@ -233,6 +276,16 @@ mod tests {
             s,
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again","reason":"Conflict","details":{"kind":"configmaps","name":"x"},"code":409}"#
         );
+    }
+
+    #[test]
+    fn too_large_rv_matches_new_too_large_resource_version_error() {
+        let v: Value = serde_json::from_slice(&ApiError::too_large_rv(120, 7).body()).unwrap();
+        let want: Value = serde_json::from_str(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 120, current: 7","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#,
+        )
+        .unwrap();
+        assert_eq!(v, want);
     }
 
     #[test]

@@ -9,13 +9,15 @@
 
 use parking_lot::RwLock;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 use wasm_informer_selector::{FieldSelector, LabelSelector};
 
 use crate::continue_token::ContinueToken;
 use crate::crd;
+use crate::deployment;
+use crate::managed;
 use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
@@ -65,6 +67,73 @@ pub enum Subresource {
     /// The `/status` subresource: only status is taken from the request.
     Status,
 }
+
+/// Options of one write (create, update, patch), as its query string carries them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and compute the result; persist nothing, bump no resourceVersion,
+    /// send no watch event.
+    pub dry_run: bool,
+    /// The field manager recorded in `metadata.managedFields` as an `Update` (None: the
+    /// write leaves `managedFields` as the request sent them).
+    pub field_manager: Option<String>,
+}
+
+impl WriteOptions {
+    /// A dry run.
+    pub fn dry_run() -> Self {
+        WriteOptions {
+            dry_run: true,
+            field_manager: None,
+        }
+    }
+}
+
+/// What happens to an object's dependents (objects whose ownerReferences name it) when it is
+/// deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Propagation {
+    /// The owner goes at once; dependents with no other live owner are deleted after it.
+    #[default]
+    Background,
+    /// The owner gets `deletionTimestamp` and the `foregroundDeletion` finalizer, its dependents
+    /// are deleted (those with `blockOwnerDeletion` first), then the owner goes.
+    Foreground,
+    /// Dependents lose their reference to the owner and stay.
+    Orphan,
+}
+
+impl Propagation {
+    /// Parses a `propagationPolicy` value; 422 naming the supported values otherwise.
+    pub fn parse(v: &str) -> Result<Self, ApiError> {
+        match v {
+            "Background" => Ok(Propagation::Background),
+            "Foreground" => Ok(Propagation::Foreground),
+            "Orphan" => Ok(Propagation::Orphan),
+            other => Err(ApiError::invalid(
+                "",
+                "",
+                format!("DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""),
+            )),
+        }
+    }
+}
+
+/// Options of one DELETE (the `DeleteOptions` body and query).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// `preconditions.uid`: the object must have this uid (409 otherwise).
+    pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`: the object must be at this version (409 otherwise).
+    pub precondition_rv: Option<String>,
+    /// `propagationPolicy` (or the legacy `orphanDependents`).
+    pub propagation: Propagation,
+}
+
+/// The finalizer of an owner waiting for its dependents (foreground deletion).
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
 /// Which resourceVersion a list reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +222,10 @@ struct Inner {
     tables: Vec<Table>,
     log: VecDeque<Arc<Change>>,
     continue_epoch: u64,
+    /// Live objects by uid.
+    by_uid: HashMap<String, (ResourceId, String)>,
+    /// Owner uid -> live objects whose ownerReferences name it.
+    dependents: HashMap<String, BTreeSet<(ResourceId, String)>>,
 }
 
 impl Inner {
@@ -177,7 +250,8 @@ pub struct Store {
     history_window: usize,
 }
 
-fn now_timestamp() -> String {
+/// The current time as the apiserver writes timestamps (RFC 3339, seconds, UTC).
+pub fn now_timestamp() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
@@ -185,12 +259,16 @@ fn meta_str<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
     v.get("metadata")?.get(field)?.as_str()
 }
 
-/// The object without `metadata` and `status`: what a change of `generation` is computed from.
-fn spec_part(v: &Value) -> Value {
+/// What a change of `generation` is computed from: the object without `metadata`, and without
+/// `status` when the kind has a status subresource (otherwise status is part of the spec, as for
+/// custom resources without one).
+fn spec_part(rt: &ResourceType, v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");
-        m.remove("status");
+        if rt.status_subresource {
+            m.remove("status");
+        }
     }
     v
 }
@@ -293,6 +371,29 @@ impl Store {
         let rv = object.rv;
         debug_assert_eq!(rv, inner.rv);
         let key = object.key();
+        if let Some(p) = &prev {
+            for o in &p.owners {
+                if let Some(set) = inner.dependents.get_mut(o) {
+                    set.remove(&(rid, key.clone()));
+                    if set.is_empty() {
+                        inner.dependents.remove(o);
+                    }
+                }
+            }
+            inner.by_uid.remove(&p.uid);
+        }
+        if kind != ChangeType::Deleted {
+            if !object.uid.is_empty() {
+                inner.by_uid.insert(object.uid.clone(), (rid, key.clone()));
+            }
+            for o in &object.owners {
+                inner
+                    .dependents
+                    .entry(o.clone())
+                    .or_default()
+                    .insert((rid, key.clone()));
+            }
+        }
         let stored = match kind {
             ChangeType::Deleted => None,
             _ => Some(object.clone()),
@@ -420,6 +521,19 @@ impl Store {
         namespace: Option<&str>,
         obj: Value,
     ) -> Result<ObjectRef, ApiError> {
+        self.create_with(rid, namespace, obj, &WriteOptions::default())
+    }
+
+    /// [`Store::create`] with options: a dry run validates and answers the would-be object (with
+    /// uid and creationTimestamp, without resourceVersion) and stores nothing; a field manager
+    /// is recorded as the owner of every field.
+    pub fn create_with(
+        &self,
+        rid: ResourceId,
+        namespace: Option<&str>,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<ObjectRef, ApiError> {
         let rt = self.registry.get(rid);
         let (mut obj, ns, name) = self.prepare_new(&rt, namespace, obj)?;
         let ns_rid = self.rid("v1", "namespaces");
@@ -442,11 +556,25 @@ impl Store {
             meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             meta.insert("resourceVersion".into(), json!(rv.to_string()));
             meta.insert("creationTimestamp".into(), json!(now_timestamp()));
-            meta.insert("generation".into(), json!(1));
+            if rt.generation {
+                meta.insert("generation".into(), json!(1));
+            }
             meta.remove("deletionTimestamp");
             meta.remove("deletionGracePeriodSeconds");
             default_status(&rt, &mut obj);
             normalize(&rt, &mut obj);
+            if deployment::is_deployment(&rt) {
+                deployment::complete_rollout(&mut obj, &now_timestamp());
+            }
+            if let Some(m) = &opts.field_manager {
+                managed::record_update(&rt, Subresource::Main, None, &mut obj, m, &now_timestamp());
+            }
+            if opts.dry_run {
+                if let Some(m) = obj["metadata"].as_object_mut() {
+                    m.remove("resourceVersion");
+                }
+                return Ok(Arc::new(StoredObject::from_value(&rt, &obj)));
+            }
             let so = Arc::new(StoredObject::from_value(&rt, &obj));
             inner.rv = rv;
             self.commit(&mut inner, rid, ChangeType::Added, so.clone(), None);
@@ -479,7 +607,41 @@ impl Store {
         sub: Subresource,
         obj: Value,
     ) -> Result<ObjectRef, ApiError> {
-        self.modify(rid, namespace, name, sub, |_| Ok(obj), true)
+        self.modify(
+            rid,
+            namespace,
+            name,
+            sub,
+            |_| Ok(obj),
+            true,
+            &WriteOptions::default(),
+        )
+    }
+
+    /// [`Store::update`] with options (dry run, field manager).
+    pub fn update_opts(
+        &self,
+        rid: ResourceId,
+        namespace: &str,
+        name: &str,
+        sub: Subresource,
+        obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<ObjectRef, ApiError> {
+        self.modify(rid, namespace, name, sub, |_| Ok(obj), true, opts)
+    }
+
+    /// [`Store::update_with`] with options (dry run, field manager).
+    pub fn update_with_opts(
+        &self,
+        rid: ResourceId,
+        namespace: &str,
+        name: &str,
+        sub: Subresource,
+        opts: &WriteOptions,
+        f: impl FnOnce(Value) -> Result<Value, ApiError>,
+    ) -> Result<ObjectRef, ApiError> {
+        self.modify(rid, namespace, name, sub, f, false, opts)
     }
 
     /// Read-modify-write under the store lock: `f` receives the current object and returns the new
@@ -492,9 +654,18 @@ impl Store {
         sub: Subresource,
         f: impl FnOnce(Value) -> Result<Value, ApiError>,
     ) -> Result<ObjectRef, ApiError> {
-        self.modify(rid, namespace, name, sub, f, false)
+        self.modify(
+            rid,
+            namespace,
+            name,
+            sub,
+            f,
+            false,
+            &WriteOptions::default(),
+        )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn modify(
         &self,
         rid: ResourceId,
@@ -503,6 +674,7 @@ impl Store {
         sub: Subresource,
         f: impl FnOnce(Value) -> Result<Value, ApiError>,
         is_put: bool,
+        opts: &WriteOptions,
     ) -> Result<ObjectRef, ApiError> {
         let rt = self.registry.get(rid);
         let qp = rt.qualified_plural();
@@ -608,21 +780,44 @@ impl Store {
                     if rt.namespaced {
                         meta.insert("namespace".into(), json!(namespace));
                     }
+                    // Absent or empty managedFields keep the stored ones (clients that do not
+                    // know the field never strip it).
+                    if meta
+                        .get("managedFields")
+                        .is_none_or(|m| m.is_null() || m.as_array().is_some_and(|a| a.is_empty()))
+                    {
+                        match old_meta.get("managedFields") {
+                            Some(x) => meta.insert("managedFields".into(), x.clone()),
+                            None => meta.remove("managedFields"),
+                        };
+                    }
                     v
                 }
             };
             merged["metadata"]["resourceVersion"] = json!(old.rv.to_string());
             normalize(&rt, &mut merged);
+            if let Some(m) = &opts.field_manager {
+                managed::record_update(&rt, sub, Some(&old_v), &mut merged, m, &now_timestamp());
+            }
             if merged == old_v {
                 // No-op: the apiserver neither bumps the resourceVersion nor emits an event.
                 return Ok(old);
             }
-            if sub == Subresource::Main && spec_part(&merged) != spec_part(&old_v) {
+            if sub == Subresource::Main
+                && rt.generation
+                && spec_part(&rt, &merged) != spec_part(&rt, &old_v)
+            {
                 let g = old_v["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 merged["metadata"]["generation"] = json!(g);
+                if deployment::is_deployment(&rt) {
+                    deployment::complete_rollout(&mut merged, &now_timestamp());
+                }
             }
             if rt.kind == "CustomResourceDefinition" {
                 crd::validate(&merged)?;
+            }
+            if opts.dry_run {
+                return Ok(Arc::new(StoredObject::from_value(&rt, &merged)));
             }
             let rv = inner.rv + 1;
             inner.rv = rv;
@@ -631,16 +826,21 @@ impl Store {
                 .get("deletionTimestamp")
                 .is_some_and(|d| !d.is_null());
             let so = Arc::new(StoredObject::from_value(&rt, &merged));
-            if deleting && finalizers_empty(&merged) {
+            let removed = deleting && finalizers_empty(&merged);
+            if removed {
                 self.commit(&mut inner, rid, ChangeType::Deleted, so.clone(), Some(old));
             } else {
                 self.commit(&mut inner, rid, ChangeType::Modified, so.clone(), Some(old));
             }
-            so
+            (so, removed)
         };
+        let (result, removed) = result;
         self.notify(result.rv);
         if rt.kind == "CustomResourceDefinition" {
             crd::register(&self.registry, &result.value());
+        }
+        if removed {
+            self.collect_garbage(&result);
         }
         Ok(result)
     }
@@ -648,6 +848,7 @@ impl Store {
     /// Deletes an object. With finalizers, sets `deletionTimestamp` and keeps it (MODIFIED);
     /// otherwise removes it (DELETED). Returns the object as the apiserver does. Deleting a
     /// namespace also deletes every object in it. `precondition_rv`, when set, must match (409).
+    /// Dependents are collected in the background (see [`Store::delete_with`]).
     pub fn delete(
         &self,
         rid: ResourceId,
@@ -655,25 +856,57 @@ impl Store {
         name: &str,
         precondition_rv: Option<&str>,
     ) -> Result<ObjectRef, ApiError> {
+        self.delete_with(
+            rid,
+            namespace,
+            name,
+            &DeleteOptions {
+                precondition_rv: precondition_rv
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+                ..DeleteOptions::default()
+            },
+        )
+    }
+
+    /// Deletes an object with [`DeleteOptions`]: preconditions on uid and resourceVersion (409
+    /// with the registry's message), dry run (nothing changes), and the propagation policy, which
+    /// the built-in garbage collector carries out before this returns: Background deletes
+    /// dependents left without a live owner once the owner is gone (and removes the reference
+    /// from dependents that keep another live owner), Orphan removes the reference from every
+    /// dependent, Foreground holds the owner with the `foregroundDeletion` finalizer until its
+    /// `blockOwnerDeletion` dependents are gone. Returns the object as the DELETE answered it.
+    pub fn delete_with(
+        &self,
+        rid: ResourceId,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<ObjectRef, ApiError> {
         let rt = self.registry.get(rid);
         let qp = rt.qualified_plural();
         let key = key_of(namespace, name);
+        let current = self.get(rid, namespace, name)?;
+        self.check_preconditions(&rt, &current, opts)?;
         let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
-        if is_namespace {
+        if is_namespace && !opts.dry_run {
             self.delete_namespace_contents(name);
         }
-        let out = {
+        if !opts.dry_run {
+            match opts.propagation {
+                Propagation::Orphan => self.orphan_dependents(&current.uid),
+                Propagation::Foreground => return self.delete_foreground(rid, &current),
+                Propagation::Background => {}
+            }
+        }
+        let (out, removed) = {
             let mut inner = self.inner.write();
             let old = inner
                 .table(rid)
                 .latest(&key)
                 .cloned()
                 .ok_or_else(|| ApiError::not_found(&qp, name))?;
-            if let Some(p) = precondition_rv {
-                if !p.is_empty() && p != old.rv.to_string() {
-                    return Err(ApiError::conflict(&qp, name));
-                }
-            }
+            self.check_preconditions(&rt, &old, opts)?;
             let mut v = old.value();
             let already_deleting = v["metadata"]
                 .get("deletionTimestamp")
@@ -682,27 +915,281 @@ impl Store {
                 return Ok(old);
             }
             let rv = inner.rv + 1;
-            inner.rv = rv;
-            v["metadata"]["resourceVersion"] = json!(rv.to_string());
+            if !opts.dry_run {
+                inner.rv = rv;
+                v["metadata"]["resourceVersion"] = json!(rv.to_string());
+            }
             if finalizers_empty(&v) {
                 let so = Arc::new(StoredObject::from_value(&rt, &v));
-                self.commit(&mut inner, rid, ChangeType::Deleted, so.clone(), Some(old));
-                so
-            } else {
-                if v["metadata"]
-                    .get("deletionTimestamp")
-                    .is_none_or(|d| d.is_null())
-                {
-                    v["metadata"]["deletionTimestamp"] = json!(now_timestamp());
-                    v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                if opts.dry_run {
+                    return Ok(so);
                 }
+                self.commit(&mut inner, rid, ChangeType::Deleted, so.clone(), Some(old));
+                (so, true)
+            } else {
+                Self::mark_deleting(&mut v);
                 let so = Arc::new(StoredObject::from_value(&rt, &v));
+                if opts.dry_run {
+                    return Ok(so);
+                }
                 self.commit(&mut inner, rid, ChangeType::Modified, so.clone(), Some(old));
-                so
+                (so, false)
             }
         };
         self.notify(out.rv);
+        if removed {
+            self.collect_garbage(&out);
+        }
         Ok(out)
+    }
+
+    fn etcd_key(rt: &ResourceType, namespace: &str, name: &str) -> String {
+        let prefix = match (rt.group.as_str(), rt.plural.as_str()) {
+            ("", "services") => "services/specs".to_string(),
+            ("", _)
+            | ("apps", _)
+            | ("coordination.k8s.io", _)
+            | ("events.k8s.io", _)
+            | ("rbac.authorization.k8s.io", _)
+            | ("policy", _) => rt.plural.clone(),
+            (g, p) => format!("{g}/{p}"),
+        };
+        if namespace.is_empty() {
+            format!("/registry/{prefix}/{name}")
+        } else {
+            format!("/registry/{prefix}/{namespace}/{name}")
+        }
+    }
+
+    fn check_preconditions(
+        &self,
+        rt: &ResourceType,
+        o: &StoredObject,
+        opts: &DeleteOptions,
+    ) -> Result<(), ApiError> {
+        let fail = |what: String| {
+            Err(ApiError::precondition_failed(
+                &rt.qualified_plural(),
+                &o.name,
+                &Self::etcd_key(rt, &o.namespace, &o.name),
+                &what,
+            ))
+        };
+        if let Some(uid) = opts.precondition_uid.as_deref() {
+            if uid != o.uid {
+                return fail(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    o.uid
+                ));
+            }
+        }
+        if let Some(rv) = opts.precondition_rv.as_deref() {
+            if rv != o.rv.to_string() {
+                return fail(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    o.rv
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets `deletionTimestamp` (once) and bumps a kept generation, as BeforeDelete does.
+    fn mark_deleting(v: &mut Value) {
+        if v["metadata"]
+            .get("deletionTimestamp")
+            .is_none_or(|d| d.is_null())
+        {
+            v["metadata"]["deletionTimestamp"] = json!(now_timestamp());
+            v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if let Some(g) = v["metadata"]["generation"].as_i64().filter(|g| *g > 0) {
+                v["metadata"]["generation"] = json!(g + 1);
+            }
+        }
+    }
+
+    fn by_key(&self, rid: ResourceId, key: &str) -> Option<ObjectRef> {
+        self.inner.read().table_ref(rid)?.latest(key).cloned()
+    }
+
+    fn dependents_of(&self, uid: &str) -> Vec<(ResourceId, String)> {
+        self.inner
+            .read()
+            .dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn is_live(&self, uid: &str) -> bool {
+        self.inner.read().by_uid.contains_key(uid)
+    }
+
+    /// Whether `dependent` references `owner_uid` with `blockOwnerDeletion: true`.
+    fn blocks(dependent: &StoredObject, owner_uid: &str) -> bool {
+        dependent.value()["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["uid"] == owner_uid && r["blockOwnerDeletion"] == true)
+    }
+
+    /// Removes the ownerReference to `owner_uid` from one dependent.
+    fn drop_owner_ref(&self, rid: ResourceId, dep: &StoredObject, owner_uid: &str) {
+        let _ = self.update_with(
+            rid,
+            &dep.namespace,
+            &dep.name,
+            Subresource::Main,
+            |mut v| {
+                if let Some(refs) = v["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| r["uid"] != owner_uid);
+                    if refs.is_empty() {
+                        v["metadata"]
+                            .as_object_mut()
+                            .expect("metadata")
+                            .remove("ownerReferences");
+                    }
+                }
+                v["metadata"]["resourceVersion"] = Value::Null;
+                Ok(v)
+            },
+        );
+    }
+
+    fn orphan_dependents(&self, owner_uid: &str) {
+        for (rid, key) in self.dependents_of(owner_uid) {
+            if let Some(d) = self.by_key(rid, &key) {
+                self.drop_owner_ref(rid, &d, owner_uid);
+            }
+        }
+    }
+
+    fn delete_foreground(
+        &self,
+        rid: ResourceId,
+        owner: &StoredObject,
+    ) -> Result<ObjectRef, ApiError> {
+        let marked = self.mark_foreground(rid, owner)?;
+        let mut deps: Vec<(bool, ResourceId, String)> = self
+            .dependents_of(&owner.uid)
+            .into_iter()
+            .filter_map(|(r, k)| {
+                self.by_key(r, &k)
+                    .map(|d| (!Self::blocks(&d, &owner.uid), r, k))
+            })
+            .collect();
+        deps.sort();
+        for (_, r, k) in deps {
+            if let Some(d) = self.by_key(r, &k) {
+                let _ = self.delete_with(
+                    r,
+                    &d.namespace,
+                    &d.name,
+                    &DeleteOptions {
+                        propagation: Propagation::Foreground,
+                        ..DeleteOptions::default()
+                    },
+                );
+            }
+        }
+        self.finish_foreground(rid, &owner.uid);
+        Ok(marked)
+    }
+
+    /// Starts a foreground deletion in one write: the `foregroundDeletion` finalizer and
+    /// `deletionTimestamp` (which updates cannot set).
+    fn mark_foreground(&self, rid: ResourceId, o: &StoredObject) -> Result<ObjectRef, ApiError> {
+        let rt = self.registry.get(rid);
+        let key = o.key();
+        let out = {
+            let mut inner = self.inner.write();
+            let old = inner
+                .table(rid)
+                .latest(&key)
+                .cloned()
+                .ok_or_else(|| ApiError::not_found(&rt.qualified_plural(), &o.name))?;
+            let mut v = old.value();
+            let mut fins = v["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if !fins.iter().any(|f| f == FOREGROUND_FINALIZER) {
+                fins.push(json!(FOREGROUND_FINALIZER));
+            }
+            v["metadata"]["finalizers"] = Value::Array(fins);
+            Self::mark_deleting(&mut v);
+            let rv = inner.rv + 1;
+            inner.rv = rv;
+            v["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let so = Arc::new(StoredObject::from_value(&rt, &v));
+            self.commit(&mut inner, rid, ChangeType::Modified, so.clone(), Some(old));
+            so
+        };
+        self.notify(out.rv);
+        Ok(out)
+    }
+
+    /// Removes the `foregroundDeletion` finalizer of a deleting owner once none of its
+    /// `blockOwnerDeletion` dependents remain.
+    fn finish_foreground(&self, rid: ResourceId, owner_uid: &str) {
+        let Some((_, key)) = self.inner.read().by_uid.get(owner_uid).cloned() else {
+            return;
+        };
+        let Some(owner) = self.by_key(rid, &key) else {
+            return;
+        };
+        let v = owner.value();
+        let waiting = v["metadata"]["deletionTimestamp"].is_string()
+            && v["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == FOREGROUND_FINALIZER));
+        if !waiting {
+            return;
+        }
+        let blocked = self.dependents_of(owner_uid).into_iter().any(|(r, k)| {
+            self.by_key(r, &k)
+                .is_some_and(|d| Self::blocks(&d, owner_uid))
+        });
+        if blocked {
+            return;
+        }
+        let _ = self.update_with(
+            rid,
+            &owner.namespace,
+            &owner.name,
+            Subresource::Main,
+            |mut v| {
+                if let Some(f) = v["metadata"]["finalizers"].as_array_mut() {
+                    f.retain(|x| x != FOREGROUND_FINALIZER);
+                }
+                v["metadata"]["resourceVersion"] = Value::Null;
+                Ok(v)
+            },
+        );
+    }
+
+    /// The garbage collector's reaction to an object that is gone: its dependents without another
+    /// live owner are deleted (Background), the others lose the dangling reference; owners waiting
+    /// in foreground deletion for it may now go.
+    fn collect_garbage(&self, gone: &StoredObject) {
+        for (rid, key) in self.dependents_of(&gone.uid) {
+            let Some(d) = self.by_key(rid, &key) else {
+                continue;
+            };
+            let other_owner = d.owners.iter().any(|u| *u != gone.uid && self.is_live(u));
+            if other_owner {
+                self.drop_owner_ref(rid, &d, &gone.uid);
+            } else {
+                let _ = self.delete_with(rid, &d.namespace, &d.name, &DeleteOptions::default());
+            }
+        }
+        for owner in &gone.owners {
+            let found = self.inner.read().by_uid.get(owner).cloned();
+            if let Some((rid, _)) = found {
+                self.finish_foreground(rid, owner);
+            }
+        }
     }
 
     fn delete_namespace_contents(&self, ns: &str) {
@@ -889,8 +1376,12 @@ pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), 
 }
 
 /// Write-time conversions the apiserver performs on every create and update: a Secret's
-/// `stringData` is merged into `data` (base64) and dropped.
+/// `stringData` is merged into `data` (base64) and dropped; a Deployment gets its defaults.
 fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if deployment::is_deployment(rt) {
+        deployment::set_defaults(obj);
+        return;
+    }
     if rt.group.is_empty() && rt.plural == "secrets" {
         use base64::Engine;
         let Some(m) = obj.as_object_mut() else {

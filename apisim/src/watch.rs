@@ -124,6 +124,8 @@ impl Watch {
         // Subscribe before reading the snapshot so no notification is missed.
         let rv_rx = store.subscribe();
         let drop_rx = faults.drop_signal();
+        // Counted as open only now that a later drop is certain to be seen.
+        let guard = faults.watch_guard();
         let (phase, cursor, pending_error) = match req.start {
             WatchStart::CurrentState => {
                 let mut lr = ListRequest::all(req.namespace.as_deref());
@@ -152,7 +154,6 @@ impl Watch {
             }
         };
         let now = Instant::now();
-        let guard = faults.watch_guard();
         Ok(Watch {
             state: WatchState {
                 store,
@@ -170,6 +171,48 @@ impl Watch {
                 _guard: guard,
             },
         })
+    }
+
+    /// A watch that sends one ERROR event carrying `error` and ends (how the apiserver reports
+    /// errors found after the watch was accepted, such as a too large resourceVersion).
+    pub fn failed(
+        store: Arc<Store>,
+        faults: Faults,
+        resource: ResourceId,
+        error: ApiError,
+    ) -> Watch {
+        let rt = store.registry().get(resource);
+        let rv_rx = store.subscribe();
+        let drop_rx = faults.drop_signal();
+        let guard = faults.watch_guard();
+        let now = Instant::now();
+        Watch {
+            state: WatchState {
+                store,
+                faults,
+                rt,
+                deadline: now,
+                next_bookmark: now,
+                interval: Duration::from_secs(3600),
+                req: WatchRequest {
+                    resource,
+                    namespace: None,
+                    labels: LabelSelector::everything(),
+                    fields: FieldSelector::default(),
+                    start: WatchStart::Now,
+                    initial_events_end: false,
+                    bookmarks: false,
+                    timeout: Duration::ZERO,
+                    table: false,
+                },
+                cursor: 0,
+                phase: Phase::Done,
+                rv_rx,
+                drop_rx,
+                pending_error: Some(error),
+                _guard: guard,
+            },
+        }
     }
 
     /// The stream of body chunks (each a whole number of event lines, except when cut by a fault).
@@ -285,6 +328,7 @@ impl WatchState {
                 Phase::Live => {
                     if self.drop_rx.has_changed().unwrap_or(false) {
                         self.phase = Phase::Done;
+                        self.faults.note_watch_dropped();
                         return Some(Err(std::io::Error::new(
                             std::io::ErrorKind::ConnectionReset,
                             "watch dropped by injected fault",
@@ -346,6 +390,7 @@ impl WatchState {
                         }
                         _ = self.drop_rx.changed() => {
                             self.phase = Phase::Done;
+                            self.faults.note_watch_dropped();
                             return Some(Err(std::io::Error::new(
                                 std::io::ErrorKind::ConnectionReset,
                                 "watch dropped by injected fault",

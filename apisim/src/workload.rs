@@ -1,10 +1,14 @@
 //! Deterministic workload generator: realistic pods (about 3 KB of JSON each, with labels, owner
 //! references, status conditions and managedFields) across several namespaces, and churn at a
-//! given rate mixing creates, status updates and deletes.
+//! given rate mixing creates, status updates and deletes; optionally Deployments (containers with
+//! ports, labels, some labelled `expose: "true"`) with their own churn (port changes, relabels,
+//! creates, deletes).
 //!
 //! Invariant: for a given [`WorkloadConfig`] (including its seed) the sequence of generated
 //! objects and operations is identical from run to run; only server-set fields (uid,
-//! creationTimestamp, resourceVersion) differ.
+//! creationTimestamp, resourceVersion) differ. Deployments draw from their own generator, so
+//! the pods and pod churn of a configuration without deployment churn are the same whether or
+//! not it seeds deployments.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -34,6 +38,14 @@ pub struct WorkloadConfig {
     pub status_weight: u32,
     /// Relative weight of deletes in churn.
     pub delete_weight: u32,
+    /// Deployments created by [`Workload::seed`] (after the pods), spread over the same
+    /// namespaces. Default 0.
+    pub deployments: usize,
+    /// Fraction (0 to 1) of generated Deployments labelled `expose: "true"`. Default 0.25.
+    pub expose_fraction: f64,
+    /// Relative weight of Deployment operations in churn (port change, relabel, create, delete);
+    /// 0 (the default) leaves Deployments alone.
+    pub deployment_churn_weight: u32,
 }
 
 impl WorkloadConfig {
@@ -48,7 +60,23 @@ impl WorkloadConfig {
             create_weight: 1,
             status_weight: 2,
             delete_weight: 1,
+            deployments: 0,
+            expose_fraction: 0.25,
+            deployment_churn_weight: 0,
         }
+    }
+
+    /// Also seeds `n` Deployments, a fraction `expose_fraction` of them labelled `expose: "true"`.
+    pub fn with_deployments(mut self, n: usize, expose_fraction: f64) -> Self {
+        self.deployments = n;
+        self.expose_fraction = expose_fraction.clamp(0.0, 1.0);
+        self
+    }
+
+    /// Mixes Deployment operations into churn with relative weight `weight`.
+    pub fn with_deployment_churn(mut self, weight: u32) -> Self {
+        self.deployment_churn_weight = weight;
+        self
     }
 }
 
@@ -61,6 +89,14 @@ pub enum Op {
     UpdateStatus(String),
     /// Deleted `namespace/name`.
     Delete(String),
+    /// Created the Deployment `namespace/name`.
+    CreateDeployment(String),
+    /// Changed the container ports of the Deployment `namespace/name`.
+    ChangeDeploymentPorts(String),
+    /// Changed the labels (including `expose`) of the Deployment `namespace/name`.
+    RelabelDeployment(String),
+    /// Deleted the Deployment `namespace/name`.
+    DeleteDeployment(String),
 }
 
 /// A workload bound to a store.
@@ -72,6 +108,78 @@ pub struct Workload {
     pods: ResourceId,
     live: Vec<(String, String)>,
     next_index: u64,
+    deployments: ResourceId,
+    drng: StdRng,
+    live_deployments: Vec<(String, String)>,
+    next_deployment: u64,
+}
+
+/// Seed offset of the Deployment generator, so pods draw the same numbers with or without it.
+const DEPLOYMENT_SEED: u64 = 0x6465_706c_6f79_6d74;
+
+/// Builds one Deployment body; everything in it comes from `rng`, so it is deterministic.
+pub fn deployment_body(
+    rng: &mut StdRng,
+    namespace: &str,
+    index: u64,
+    expose_fraction: f64,
+) -> Value {
+    let app = APPS[rng.random_range(0..APPS.len())];
+    let tier = TIERS[rng.random_range(0..TIERS.len())];
+    let name = format!("{app}-{index:04}");
+    let replicas = rng.random_range(1..=4);
+    let version = format!("1.{}.{}", rng.random_range(0..30), rng.random_range(0..10));
+    let mut labels = json!({
+        "app": app,
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/part-of": "shop",
+        "tier": tier,
+    });
+    if rng.random_bool(expose_fraction.clamp(0.0, 1.0)) {
+        labels["expose"] = json!("true");
+    }
+    let ports = deployment_ports(rng);
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"owner": format!("team-{}@example.com", rng.random_range(0..6))},
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app, "instance": name}},
+            "template": {
+                "metadata": {"labels": {"app": app, "instance": name, "tier": tier}},
+                "spec": {
+                    "containers": [{
+                        "name": "main",
+                        "image": format!("registry.example/{app}:{version}"),
+                        "ports": ports,
+                        "env": [{"name": "APP", "value": app}],
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+                    }],
+                    "serviceAccountName": "default",
+                },
+            },
+        },
+    })
+}
+
+fn deployment_ports(rng: &mut StdRng) -> Value {
+    const HTTP: [u16; 4] = [8080, 8000, 3000, 9000];
+    let mut ports = vec![
+        json!({"name": "http", "containerPort": HTTP[rng.random_range(0..HTTP.len())], "protocol": "TCP"}),
+    ];
+    if rng.random_bool(0.5) {
+        ports.push(json!({"name": "metrics", "containerPort": 9090, "protocol": "TCP"}));
+    }
+    if rng.random_bool(0.2) {
+        ports.push(json!({"name": "grpc", "containerPort": 50051, "protocol": "TCP"}));
+    }
+    Value::Array(ports)
 }
 
 const BASE_EPOCH: i64 = 1_767_225_600; // 2026-01-01T00:00:00Z
@@ -255,12 +363,17 @@ impl Workload {
     /// Creates the namespaces and `config.pods` pods in `store`.
     pub fn seed(store: Arc<Store>, config: WorkloadConfig) -> Result<Workload, ApiError> {
         let pods = store.rid("v1", "pods");
+        let deployments = store.rid("apps/v1", "deployments");
         let mut w = Workload {
             rng: StdRng::seed_from_u64(config.seed),
+            drng: StdRng::seed_from_u64(config.seed ^ DEPLOYMENT_SEED),
             store,
             pods,
             live: Vec::with_capacity(config.pods),
             next_index: 0,
+            deployments,
+            live_deployments: Vec::with_capacity(config.deployments),
+            next_deployment: 0,
             config,
         };
         for i in 0..w.config.namespaces {
@@ -274,7 +387,87 @@ impl Workload {
         for _ in 0..w.config.pods {
             w.create()?;
         }
+        for _ in 0..w.config.deployments {
+            w.create_deployment()?;
+        }
         Ok(w)
+    }
+
+    /// Keys (`namespace/name`) of the Deployments this workload believes exist, in creation order.
+    pub fn deployment_keys(&self) -> Vec<String> {
+        self.live_deployments
+            .iter()
+            .map(|(n, d)| format!("{n}/{d}"))
+            .collect()
+    }
+
+    fn create_deployment(&mut self) -> Result<String, ApiError> {
+        let idx = self.next_deployment;
+        self.next_deployment += 1;
+        let ns = format!("ns-{}", idx % self.config.namespaces as u64);
+        let body = deployment_body(&mut self.drng, &ns, idx, self.config.expose_fraction);
+        let name = body["metadata"]["name"].as_str().expect("name").to_string();
+        self.store.create(self.deployments, Some(&ns), body)?;
+        self.live_deployments.push((ns.clone(), name.clone()));
+        Ok(format!("{ns}/{name}"))
+    }
+
+    /// One Deployment operation, chosen by the Deployment generator.
+    fn deployment_step(&mut self) -> Result<Op, ApiError> {
+        let roll = self.drng.random_range(0..4);
+        if self.live_deployments.is_empty() || roll == 0 {
+            return self.create_deployment().map(Op::CreateDeployment);
+        }
+        let i = self.drng.random_range(0..self.live_deployments.len());
+        let (ns, name) = self.live_deployments[i].clone();
+        let key = format!("{ns}/{name}");
+        let r = match roll {
+            1 => {
+                let ports = deployment_ports(&mut self.drng);
+                self.store
+                    .update_with(self.deployments, &ns, &name, Subresource::Main, |mut v| {
+                        v["spec"]["template"]["spec"]["containers"][0]["ports"] = ports;
+                        Ok(v)
+                    })
+                    .map(|_| Op::ChangeDeploymentPorts(key))
+            }
+            2 => {
+                let expose = self
+                    .drng
+                    .random_bool(self.config.expose_fraction.clamp(0.0, 1.0));
+                let tier = TIERS[self.drng.random_range(0..TIERS.len())];
+                self.store
+                    .update_with(self.deployments, &ns, &name, Subresource::Main, |mut v| {
+                        let labels = &mut v["metadata"]["labels"];
+                        labels["tier"] = json!(tier);
+                        match (expose, labels.as_object_mut()) {
+                            (true, Some(m)) => {
+                                m.insert("expose".into(), json!("true"));
+                            }
+                            (false, Some(m)) => {
+                                m.remove("expose");
+                            }
+                            _ => {}
+                        }
+                        Ok(v)
+                    })
+                    .map(|_| Op::RelabelDeployment(key))
+            }
+            _ => {
+                self.live_deployments.swap_remove(i);
+                return match self.store.delete(self.deployments, &ns, &name, None) {
+                    Ok(_) | Err(ApiError { code: 404, .. }) => Ok(Op::DeleteDeployment(key)),
+                    Err(e) => Err(e),
+                };
+            }
+        };
+        match r {
+            Err(e) if e.code == 404 => {
+                self.live_deployments.swap_remove(i);
+                self.create_deployment().map(Op::CreateDeployment)
+            }
+            r => r,
+        }
     }
 
     /// The configuration.
@@ -302,8 +495,12 @@ impl Workload {
     /// Performs one churn operation, chosen by the seeded generator.
     pub fn step(&mut self) -> Result<Op, ApiError> {
         let c = &self.config;
-        let total = (c.create_weight + c.status_weight + c.delete_weight).max(1);
+        let pod_total = c.create_weight + c.status_weight + c.delete_weight;
+        let total = (pod_total + c.deployment_churn_weight).max(1);
         let roll = self.rng.random_range(0..total);
+        if roll >= pod_total && c.deployment_churn_weight > 0 {
+            return self.deployment_step();
+        }
         if self.live.is_empty() || roll < c.create_weight {
             return self.create().map(Op::Create);
         }
@@ -460,6 +657,112 @@ mod tests {
 }
 
 #[cfg(test)]
+mod deployment_tests {
+    use super::*;
+
+    fn pod_names(store: &Store) -> Vec<String> {
+        store
+            .list_all(store.rid("v1", "pods"))
+            .iter()
+            .map(|o| String::from_utf8(o.json.to_vec()).unwrap())
+            .map(|j| {
+                let mut v: Value = serde_json::from_str(&j).unwrap();
+                for f in ["uid", "creationTimestamp", "resourceVersion"] {
+                    v["metadata"].as_object_mut().unwrap().remove(f);
+                }
+                v.to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deployments_do_not_change_the_pods() {
+        let plain = Arc::new(Store::new(100_000));
+        let mut a = Workload::seed(plain.clone(), WorkloadConfig::new(40, 3, 11)).unwrap();
+        let with = Arc::new(Store::new(100_000));
+        let mut b = Workload::seed(
+            with.clone(),
+            WorkloadConfig::new(40, 3, 11).with_deployments(30, 0.5),
+        )
+        .unwrap();
+        assert_eq!(
+            pod_names(&plain),
+            pod_names(&with),
+            "same pods, byte for byte"
+        );
+        let ops_a: Vec<Op> = (0..100).map(|_| a.step().unwrap()).collect();
+        let ops_b: Vec<Op> = (0..100).map(|_| b.step().unwrap()).collect();
+        assert_eq!(ops_a, ops_b, "same pod churn without deployment churn");
+        let deps = with.list_all(with.rid("apps/v1", "deployments"));
+        assert_eq!(deps.len(), 30);
+        let exposed = deps
+            .iter()
+            .filter(|d| d.labels.get("expose").map(String::as_str) == Some("true"))
+            .count();
+        assert!(
+            (5..=25).contains(&exposed),
+            "{exposed} of 30 exposed at 0.5"
+        );
+        let namespaces: std::collections::BTreeSet<&str> =
+            deps.iter().map(|d| d.namespace.as_str()).collect();
+        assert_eq!(namespaces.len(), 3);
+        for d in &deps {
+            let v = d.value();
+            let ports = v["spec"]["template"]["spec"]["containers"][0]["ports"]
+                .as_array()
+                .unwrap();
+            assert!(!ports.is_empty());
+            assert_eq!(
+                v["status"]["availableReplicas"], v["spec"]["replicas"],
+                "status kept in step"
+            );
+        }
+        assert_eq!(b.deployment_keys().len(), 30);
+    }
+
+    #[test]
+    fn deployment_churn_is_deterministic_and_keeps_status_in_step() {
+        let run = || {
+            let store = Arc::new(Store::new(100_000));
+            let cfg = WorkloadConfig::new(10, 2, 3)
+                .with_deployments(10, 0.3)
+                .with_deployment_churn(4);
+            let mut w = Workload::seed(store.clone(), cfg).unwrap();
+            let ops: Vec<Op> = (0..300).map(|_| w.step().unwrap()).collect();
+            (store, w, ops)
+        };
+        let (store, w, ops) = run();
+        let (_, _, ops2) = run();
+        assert_eq!(ops, ops2);
+        for kind in ["Create", "Ports", "Relabel", "Delete"] {
+            assert!(
+                ops.iter().any(|o| match o {
+                    Op::CreateDeployment(_) => kind == "Create",
+                    Op::ChangeDeploymentPorts(_) => kind == "Ports",
+                    Op::RelabelDeployment(_) => kind == "Relabel",
+                    Op::DeleteDeployment(_) => kind == "Delete",
+                    _ => false,
+                }),
+                "no {kind} in {ops:?}"
+            );
+        }
+        let rid = store.rid("apps/v1", "deployments");
+        let mut keys: Vec<String> = store.list_all(rid).iter().map(|o| o.key()).collect();
+        keys.sort();
+        let mut want = w.deployment_keys();
+        want.sort();
+        assert_eq!(keys, want, "the workload's view matches the store");
+        for d in store.list_all(rid) {
+            let v = d.value();
+            assert_eq!(
+                v["status"]["observedGeneration"],
+                v["metadata"]["generation"]
+            );
+        }
+    }
+}
+
+#[cfg(test)]
 mod balance_tests {
     use super::*;
 
@@ -473,6 +776,7 @@ mod balance_tests {
                 Op::Create(_) => counts.0 += 1,
                 Op::UpdateStatus(_) => counts.1 += 1,
                 Op::Delete(_) => counts.2 += 1,
+                other => panic!("no deployment churn configured: {other:?}"),
             }
         }
         let pods = store.list_all(store.rid("v1", "pods")).len();

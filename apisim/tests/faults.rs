@@ -1,5 +1,5 @@
 //! One test per fault type: kube-runtime's watcher (with a reflector and the default backoff)
-//! recovers and ends with exactly the server's state.
+//! recovers and ends with exactly the server's state, and the fault's counter shows that it fired.
 
 mod common;
 mod support;
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apisim::{RunningSim, SimConfig, Store};
+use apisim::{FailMode, FaultStats, RequestMatch, RunningSim, SimConfig, Store};
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -84,12 +84,19 @@ impl Harness {
             async move { log.for_path(PATH).iter().filter(|r| r.is_watch()).count() >= n }
         })
         .await;
-        let f = self.sim.faults().clone();
-        eventually("an open watch", || {
-            let f = f.clone();
-            async move { f.open_watches() > 0 }
-        })
-        .await;
+        self.sim
+            .faults()
+            .wait_open_watches(1, PATIENCE)
+            .await
+            .unwrap();
+    }
+
+    async fn stats_reach(&self, what: &str, pred: impl Fn(&FaultStats) -> bool) -> FaultStats {
+        self.sim
+            .faults()
+            .wait_for(what, PATIENCE, pred)
+            .await
+            .unwrap()
     }
 
     /// Creates, updates and deletes a few objects.
@@ -169,10 +176,13 @@ async fn recovers_from_dropped_watches() {
     let h = harness(20, SimConfig::default()).await;
     h.ready().await;
     h.watching(1).await;
-    h.sim.faults().drop_watches();
+    assert_eq!(h.sim.faults().drop_watches(), 1);
+    h.stats_reach("the watch dropped", |s| s.watches_dropped == 1)
+        .await;
     h.churn("drop");
     h.converged().await;
     h.watching(2).await;
+    assert_eq!(h.sim.faults().stats().drop_calls, 1);
     assert_eq!(
         h.list_requests(),
         1,
@@ -193,6 +203,8 @@ async fn recovers_from_compaction_with_relist() {
     h.sim.faults().compact();
     h.converged().await;
     assert!(h.list_requests() >= 2, "410 must lead to a relist");
+    let s = h.sim.faults().stats();
+    assert_eq!((s.compactions, s.failures_with(500)), (1, 1), "{s:?}");
     h.finish().await;
 }
 
@@ -206,6 +218,7 @@ async fn recovers_from_500s() {
     h.churn("five-hundred");
     h.converged().await;
     assert_eq!(h.sim.faults().failed_requests(), 2);
+    assert_eq!(h.sim.faults().stats().failures_with(500), 2);
     assert_eq!(h.list_requests(), 1, "5xx must not cause a relist");
     h.finish().await;
 }
@@ -219,7 +232,7 @@ async fn recovers_from_429_with_retry_after() {
     h.sim.faults().drop_watches();
     h.churn("throttled");
     h.converged().await;
-    assert_eq!(h.sim.faults().failed_requests(), 2);
+    assert_eq!(h.sim.faults().stats().failures_with(429), 2);
     h.finish().await;
 }
 
@@ -232,6 +245,7 @@ async fn recovers_from_a_watch_cut_mid_line() {
     h.churn("cut");
     h.converged().await;
     h.watching(2).await;
+    assert_eq!(h.sim.faults().stats().cuts_fired, 1);
     h.finish().await;
 }
 
@@ -245,6 +259,7 @@ async fn recovers_from_slow_responses() {
     h.churn("slow");
     h.converged().await;
     h.sim.faults().set_delay(None);
+    assert!(h.sim.faults().stats().delayed_responses >= 1);
     h.finish().await;
 }
 
@@ -268,6 +283,7 @@ async fn recovers_from_expired_continue_token() {
         lists[2].param("continue").is_none(),
         "the list restarts from the beginning"
     );
+    assert_eq!(h.sim.faults().stats().continue_expiries, 1);
     h.finish().await;
 }
 
@@ -283,6 +299,30 @@ async fn admin_endpoints_arm_faults() {
     assert!(r.2.contains("\"code\":429"));
     let r = http("GET", "/api/v1/namespaces").await;
     assert_eq!(r.0, 200);
+    // Targeted: only DELETEs of configmaps fail, with the code asked for.
+    let r = http(
+        "POST",
+        "/_sim/faults/fail?count=1&code=403&method=DELETE&path=/configmaps/",
+    )
+    .await;
+    assert_eq!(r.0, 200);
+    assert_eq!(
+        http("GET", "/api/v1/namespaces/default/configmaps").await.0,
+        200
+    );
+    let r = http("DELETE", "/api/v1/namespaces/default/configmaps/nope").await;
+    assert_eq!(r.0, 403);
+    assert!(r.2.contains("\"reason\":\"Forbidden\""), "{}", r.2);
+    assert_eq!(
+        http("DELETE", "/api/v1/namespaces/default/configmaps/nope")
+            .await
+            .0,
+        404
+    );
+    let r = http("GET", "/_sim/faults").await;
+    let stats: serde_json::Value = serde_json::from_str(&r.2).unwrap();
+    assert_eq!(stats["failures"], json!({"403": 1, "429": 1}), "{stats}");
+    assert_eq!(stats["pendingFailures"], json!([]));
     let r = http("POST", "/_sim/faults/fail?count=x").await;
     assert_eq!(r.0, 400);
     assert!(r.2.contains("count"));
@@ -290,7 +330,7 @@ async fn admin_endpoints_arm_faults() {
     let reqs: serde_json::Value = serde_json::from_str(&r.2).unwrap();
     assert_eq!(
         reqs.as_array().unwrap().len(),
-        2,
+        5,
         "admin requests are not recorded"
     );
     sim.shutdown().await;
@@ -334,6 +374,14 @@ fn reqwest_like(
     }
 }
 
+async fn admin_get(client: &kube::Client, path: &str) -> serde_json::Value {
+    let text = client
+        .request_text(http::Request::get(path).body(Vec::new()).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
 async fn admin(client: &kube::Client, path: &str) -> serde_json::Value {
     let text = client
         .request_text(http::Request::post(path).body(Vec::new()).unwrap())
@@ -358,12 +406,7 @@ async fn admin_endpoints_drive_every_watch_and_list_fault() {
         .await
         .unwrap()
         .boxed();
-    let f = sim.faults().clone();
-    eventually("watch open", || {
-        let f = f.clone();
-        async move { f.open_watches() == 1 }
-    })
-    .await;
+    sim.faults().wait_open_watches(1, PATIENCE).await.unwrap();
     assert_eq!(admin(&c, "/_sim/faults/drop-watches").await["dropped"], 1);
     let ended = tokio::time::timeout(PATIENCE, async {
         loop {
@@ -391,6 +434,9 @@ async fn admin_endpoints_drive_every_watch_and_list_fault() {
         !matches!(first, Ok(Some(kube::api::WatchEvent::Added(_)))),
         "a cut event must not decode: {first:?}"
     );
+    let stats = admin_get(&c, "/_sim/stats").await;
+    assert_eq!(stats["faults"]["cutsFired"], 1, "{stats}");
+    assert_eq!(stats["faults"]["watchesDropped"], 1, "{stats}");
 
     // compact: stats report the compaction point at the current RV.
     admin(&c, "/_sim/faults/compact").await;
@@ -426,4 +472,80 @@ async fn admin_endpoints_drive_every_watch_and_list_fault() {
     admin(&c, "/_sim/faults/reset").await;
     assert_eq!(sim.faults().delay(), None);
     sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn targeted_failures_hit_writes_and_spare_the_informer() {
+    use kube::api::{Patch, PatchParams};
+    let h = harness(5, SimConfig::default()).await;
+    h.ready().await;
+    h.watching(1).await;
+    h.sim.faults().fail_matching(
+        2,
+        FailMode::Code(409),
+        RequestMatch::method("PATCH").path("/configmaps/"),
+    );
+    let api: Api<ConfigMap> = Api::namespaced(client(&h.sim), "default");
+    let patch = Patch::Merge(json!({"data": {"k": "patched"}}));
+    for _ in 0..2 {
+        match api
+            .patch("cm-0001", &PatchParams::default(), &patch)
+            .await
+            .unwrap_err()
+        {
+            kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (409, "Conflict")),
+            other => panic!("expected the injected 409, got {other:?}"),
+        }
+    }
+    api.patch("cm-0001", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    h.converged().await;
+    let s = h.sim.faults().stats();
+    assert_eq!(s.failures_with(409), 2);
+    assert_eq!(s.failures_total(), 2, "nothing else failed: {s:?}");
+    assert_eq!(h.list_requests(), 1, "the informer never relisted");
+    assert_eq!(
+        h.sim
+            .request_log()
+            .for_path(PATH)
+            .iter()
+            .filter(|r| r.is_watch())
+            .count(),
+        1,
+        "its watch was never broken"
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn a_drop_right_after_the_watch_request_is_logged_is_never_missed() {
+    // The test waits on the subscription count, not the log: the drop must reach the watch.
+    for round in 0..5 {
+        let sim = start(SimConfig::default()).await;
+        let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
+        let rv = sim.store().current_rv().to_string();
+        let watch = tokio::spawn(async move {
+            let mut s = api
+                .watch(&kube::api::WatchParams::default(), &rv)
+                .await
+                .unwrap()
+                .boxed();
+            // Ends (error or end of stream) only because of the drop.
+            tokio::time::timeout(PATIENCE, s.next()).await
+        });
+        sim.request_log()
+            .wait_for(PATIENCE, |r| r.is_watch())
+            .await
+            .unwrap();
+        sim.faults().wait_open_watches(1, PATIENCE).await.unwrap();
+        assert_eq!(sim.faults().drop_watches(), 1, "round {round}");
+        let ended = watch.await.unwrap();
+        assert!(ended.is_ok(), "round {round}: the watch was not dropped");
+        sim.faults()
+            .wait_for("the drop counted", PATIENCE, |s| s.watches_dropped == 1)
+            .await
+            .unwrap();
+        sim.shutdown().await;
+    }
 }

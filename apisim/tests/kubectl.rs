@@ -568,6 +568,15 @@ spec:
         .value();
     assert_eq!(dep["spec"]["replicas"], 5);
     assert_eq!(dep["metadata"]["generation"], 2);
+    assert_eq!(dep["status"]["observedGeneration"], 2);
+    assert_eq!(dep["status"]["availableReplicas"], 5);
+    // The status is kept in step, so a rollout is complete at once.
+    let t = std::time::Instant::now();
+    let out = k
+        .ok(&["rollout", "status", "deployment/web", "--timeout=30s"])
+        .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     k.sim.shutdown().await;
 }
 
@@ -629,5 +638,222 @@ async fn imperative_create_of_namespace_configmap_and_secret() {
             .all(|r| r.content_type == "application/vnd.kubernetes.protobuf"),
         "{posts:?}"
     );
+    k.sim.shutdown().await;
+}
+
+const DEPLOY_MANIFEST: &str = "apiVersion: v1
+kind: ServiceAccount
+metadata: {name: wasm-informer, namespace: NS}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: wasm-informer-NS}
+rules:
+- apiGroups: ['']
+  resources: [pods]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: wasm-informer-NS}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wasm-informer-NS}
+subjects:
+- {kind: ServiceAccount, name: wasm-informer, namespace: NS}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: leader-election, namespace: NS}
+rules:
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: leader-election, namespace: NS}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: leader-election}
+subjects:
+- {kind: ServiceAccount, name: wasm-informer, namespace: NS}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: wasm-informer, namespace: NS}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: wasm-informer}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: wasm-informer, namespace: NS}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: wasm-informer}}
+  template:
+    metadata: {labels: {app: wasm-informer}}
+    spec:
+      serviceAccountName: wasm-informer
+      containers:
+      - name: host
+        image: example.com/wasm-informer:0.1
+";
+
+/// (apiVersion, plural, namespace, name) of every object in DEPLOY_MANIFEST for namespace `ns`.
+fn manifest_objects(ns: &str) -> Vec<(&'static str, &'static str, String, String)> {
+    vec![
+        (
+            "v1",
+            "serviceaccounts",
+            ns.to_string(),
+            "wasm-informer".to_string(),
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "clusterroles",
+            String::new(),
+            format!("wasm-informer-{ns}"),
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "clusterrolebindings",
+            String::new(),
+            format!("wasm-informer-{ns}"),
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "roles",
+            ns.to_string(),
+            "leader-election".to_string(),
+        ),
+        (
+            "rbac.authorization.k8s.io/v1",
+            "rolebindings",
+            ns.to_string(),
+            "leader-election".to_string(),
+        ),
+        (
+            "policy/v1",
+            "poddisruptionbudgets",
+            ns.to_string(),
+            "wasm-informer".to_string(),
+        ),
+        (
+            "apps/v1",
+            "deployments",
+            ns.to_string(),
+            "wasm-informer".to_string(),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_manifests_with_rbac_apply_dry_run_server_side_and_for_real() {
+    let k = Kubectl::new().await;
+    let store = k.sim.store().clone();
+    let stored = |ns: &str| -> Vec<Option<Value>> {
+        manifest_objects(ns)
+            .into_iter()
+            .map(|(av, plural, ns, name)| {
+                store
+                    .get(store.rid(av, plural), &ns, &name)
+                    .ok()
+                    .map(|o| o.value())
+            })
+            .collect()
+    };
+    for ns in ["informer", "informer2"] {
+        k.ok(&["create", "namespace", ns]).await;
+    }
+    let f = k.file("deploy.yaml", &DEPLOY_MANIFEST.replace("NS", "informer"));
+    let rv = store.current_rv();
+    for args in [
+        vec!["apply", "--dry-run=server", "-f", &f],
+        vec!["apply", "--server-side", "--dry-run=server", "-f", &f],
+    ] {
+        let out = k.ok(&args).await;
+        assert_eq!(out.lines().count(), 7, "{out}");
+        assert!(out.contains("(server dry run)"), "{out}");
+    }
+    assert_eq!(store.current_rv(), rv, "dry runs persist nothing");
+    assert!(stored("informer").iter().all(Option::is_none));
+
+    let out = k.ok(&["apply", "--server-side", "-f", &f]).await;
+    assert!(out.contains("clusterrolebinding.rbac.authorization.k8s.io/wasm-informer-informer serverside-applied"), "{out}");
+    let objs = stored("informer");
+    assert!(objs.iter().all(Option::is_some), "{objs:?}");
+    let crb = objs[2].as_ref().unwrap();
+    assert_eq!(crb["subjects"][0]["name"], "wasm-informer");
+    assert_eq!(crb["roleRef"]["kind"], "ClusterRole");
+    let pdb = objs[5].as_ref().unwrap();
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["metadata"]["managedFields"][0]["manager"], "kubectl");
+    assert_eq!(pdb["metadata"]["managedFields"][0]["operation"], "Apply");
+    // Applying the same manifest again changes nothing.
+    let rv = store.current_rv();
+    k.ok(&["apply", "--server-side", "-f", &f]).await;
+    assert_eq!(store.current_rv(), rv);
+    let out = k
+        .ok(&[
+            "get",
+            "sa,role,rolebinding,pdb,deployment",
+            "-n",
+            "informer",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out.lines().count(), 5, "{out}");
+    let out = k
+        .ok(&[
+            "rollout",
+            "status",
+            "-n",
+            "informer",
+            "deployment/wasm-informer",
+        ])
+        .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+
+    // Client-side apply into the other namespace, then delete everything from the file.
+    let f2 = k.file("deploy2.yaml", &DEPLOY_MANIFEST.replace("NS", "informer2"));
+    k.ok(&["apply", "-f", &f2]).await;
+    let objs = stored("informer2");
+    assert!(objs
+        .iter()
+        .all(|o| o.as_ref().is_some_and(|o| o["metadata"]["annotations"]
+            ["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string())));
+    k.ok(&["delete", "-f", &f2]).await;
+    assert!(stored("informer2").iter().all(Option::is_none));
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_cascade_policies_through_kubectl() {
+    let k = Kubectl::new().await;
+    let store = k.sim.store().clone();
+    let deps = store.rid("apps/v1", "deployments");
+    let cms = store.rid("v1", "configmaps");
+    for (name, cascade) in [("bg", "background"), ("fg", "foreground"), ("or", "orphan")] {
+        let d = store
+            .create(
+                deps,
+                Some("default"),
+                json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"a": name}}, "template": {}}}),
+            )
+            .unwrap();
+        let mut cm = configmap(&format!("{name}-child"), "default", json!({}));
+        cm["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": d.uid, "blockOwnerDeletion": true}]);
+        store.create(cms, Some("default"), cm).unwrap();
+        k.ok(&[
+            "delete",
+            "deployment",
+            name,
+            &format!("--cascade={cascade}"),
+        ])
+        .await;
+        assert!(store.get(deps, "default", name).is_err(), "{cascade}");
+        let child = store.get(cms, "default", &format!("{name}-child"));
+        assert_eq!(child.is_ok(), cascade == "orphan", "{cascade}");
+    }
     k.sim.shutdown().await;
 }
