@@ -18,8 +18,10 @@
 //! This crate is one informer per resource, shared by any number of handlers:
 //!
 //! - a **Reflector** that lists (paged, or streaming where the server supports
-//!   it) and watches with bookmarks, relists when the server's history is gone
-//!   (410 Expired), and backs off on every other error;
+//!   it) and watches with bookmarks, relists from resourceVersion "" when the
+//!   server's history is gone (410 Expired) or went backwards (a too-large
+//!   resourceVersion, or a watch event older than one already seen), and
+//!   backs off on every other error;
 //! - a **DeltaFIFO** that merges an object's changes while it waits, and diffs
 //!   each relist against the cache so that vanished objects become deletes;
 //! - an **Indexer**: the cache, with a namespace index, custom indexes on any
@@ -30,7 +32,8 @@
 //!   changed (I4), and still ends with every object's final state (I5). A
 //!   handler added at any time first gets the current cache as its initial
 //!   state, then live changes, with no gap and no duplicate (I6). Each handler
-//!   may have its own resync period, namespace and label selector.
+//!   may have its own resync period, namespace and label selector; a resync
+//!   never delays a real change (syncs wait until none is pending).
 //!
 //! # Example
 //!
