@@ -21,6 +21,10 @@ use wasmparser::{Encoding, Parser, Payload, Validator, WasmFeatures};
 
 use super::bindings::{EventHandlerPre, HANDLER_EXPORT, PACKAGE, PACKAGE_VERSION, WORLD};
 use super::engine::PluginEngine;
+use super::limits::PluginLimits;
+use super::memory_floor::{
+    check_floor_pages, memory_floor_pages, MemoryFloorError, WASM_PAGE_BYTES,
+};
 
 /// WASI 0.2 interfaces the linker provides (any `0.2.x` version).
 pub const PROVIDED_WASI: &[&str] = &[
@@ -69,12 +73,34 @@ pub struct CheckReport {
     pub exports: Vec<String>,
     /// File size.
     pub size_bytes: usize,
+    /// Initial size of its largest linear memory, in pages of 64 KiB (what
+    /// `memory_mb` must allow for it to start at all), when known.
+    pub memory_floor_pages: Option<u64>,
+}
+
+impl CheckReport {
+    /// Checks the component's memory floor against a manifest's limits.
+    pub fn check_limits(&self, limits: &PluginLimits) -> Result<(), CheckError> {
+        check_floor_pages(self.memory_floor_pages, limits).map_err(|source| {
+            CheckError::MemoryFloor {
+                path: self.path.clone(),
+                source,
+            }
+        })
+    }
 }
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}: ok ({} bytes)", self.path, self.size_bytes)?;
         writeln!(f, "world: {}", self.world)?;
+        if let Some(pages) = self.memory_floor_pages {
+            writeln!(
+                f,
+                "memory: starts with {pages} pages ({:.1} MiB); memory_mb must allow that",
+                (pages * WASM_PAGE_BYTES) as f64 / f64::from(1u32 << 20)
+            )?;
+        }
         writeln!(f, "imports:")?;
         for i in &self.imports {
             writeln!(f, "  {i}")?;
@@ -124,6 +150,11 @@ pub enum CheckError {
     Link { path: String, detail: String },
     #[error("{path}: cannot compile: {detail}")]
     Compile { path: String, detail: String },
+    #[error("{path}: {source}")]
+    MemoryFloor {
+        path: String,
+        source: MemoryFloorError,
+    },
 }
 
 /// Checks a component file.
@@ -291,6 +322,7 @@ pub fn check_bytes(
         imports,
         exports,
         size_bytes: bytes.len(),
+        memory_floor_pages: memory_floor_pages(&component),
     })
 }
 

@@ -24,6 +24,7 @@ pub mod instance;
 pub mod limiter;
 pub mod limits;
 pub mod log_sink;
+pub mod memory_floor;
 pub mod outcome;
 pub mod plugin;
 pub mod runner;
@@ -31,11 +32,15 @@ pub mod status;
 pub mod stdio;
 
 pub use check::{check_bytes, check_file, CheckError, CheckReport};
-pub use engine::{EngineConfig, EngineError, PluginEngine};
+pub use engine::{CompileStats, EngineConfig, EngineError, PluginEngine};
 pub use instance::{PluginInstance, StartError};
 pub use limits::PluginLimits;
 pub use log_sink::LogLimits;
+pub use memory_floor::MemoryFloorError;
 pub use outcome::{CallOutcome, PluginTrap, TrapKind};
 pub use plugin::{LoadError, LoadedPlugin, PluginSpec};
 pub use runner::PluginRunner;
 pub use status::{PluginState, PluginStatus, StatusSnapshot};
+/// A compiled component, as [`PluginEngine::compile`] returns it (cheap to
+/// clone; one can back many [`LoadedPlugin`]s).
+pub use wasmtime::component::Component as CompiledComponent;
