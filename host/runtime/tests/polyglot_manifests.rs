@@ -3,8 +3,11 @@
 //! the production plugin runtime: the `.wasm` they name passes the host's
 //! component check, their limits are valid, and with exactly those limits and
 //! that `[config]` each plugin handles a small workload without an error or a
-//! trap, logging the expected number of lines.
+//! trap, and reports exactly the findings the workload holds (judged by what
+//! it logged, against the rule applied to the objects sent).
 
+#[path = "log_capture/mod.rs"]
+mod log_capture;
 #[path = "runtime_support/mod.rs"]
 mod runtime_support;
 
@@ -77,8 +80,9 @@ fn object(json: serde_json::Value) -> ObjectRef {
 }
 
 /// Runs the plugin of `name` with its manifest over `objects` (all added, after
-/// being cached) and returns the number of log lines it wrote.
-async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> u64 {
+/// being cached) and returns the lines it logged.
+async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Vec<String> {
+    log_capture::plugin_log();
     let m = manifest(name);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/wasmtime-cache-tests");
     std::fs::create_dir_all(&dir).unwrap();
@@ -117,7 +121,19 @@ async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> u64 {
     assert_eq!(snap.errors, 0, "{snap:?}");
     assert_eq!(snap.traps, 0, "{snap:?}");
     assert_eq!(snap.delivered.added, objects.len() as u64);
-    snap.log_lines
+    let lines = log_capture::lines_of(name);
+    assert_eq!(lines.len() as u64, snap.log_lines, "{lines:?}");
+    lines
+}
+
+/// The objects a plugin reported, from its lines starting with `prefix`
+/// (`violation deployment=shop/cart ...` -> `shop/cart`).
+fn findings(lines: &[String], prefix: &str) -> std::collections::BTreeSet<String> {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|rest| rest.split_whitespace().next().unwrap().to_string())
+        .collect()
 }
 
 fn deployment(
@@ -160,8 +176,18 @@ async fn deployment_auditor_manifest_runs_in_the_runtime() {
         ],
     )
     .await;
-    // The policy line from init, and one violation (cart lacks `team`).
-    assert_eq!(lines, 2);
+    // cart lacks the required `team`; web has everything; kube-system is exempt.
+    assert_eq!(
+        findings(&lines, "violation deployment="),
+        ["shop/cart".to_string()].into(),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "violation deployment=shop/cart missing-label=team"),
+        "{lines:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,8 +201,23 @@ async fn image_policy_manifest_runs_in_the_runtime() {
         ],
     )
     .await;
-    // The policy line from init, and one violation (b's registry).
-    assert_eq!(lines, 2);
+    // b's registry is not allowed; nginx is docker.io/library; kube-system is
+    // exempt.
+    assert_eq!(
+        findings(&lines, "violation pod="),
+        ["prod/b".to_string()].into(),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("violation pod=prod/b") && l.contains("registry.example/app:1")),
+        "{lines:?}"
+    );
+    assert!(
+        !findings(&lines, "violation pod=").contains("kube-system/c"),
+        "{lines:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,6 +231,16 @@ async fn restart_alarm_manifest_runs_in_the_runtime() {
         ],
     )
     .await;
-    // The policy line from init, and one alarm (a restarted 6 times, threshold 5).
-    assert_eq!(lines, 2);
+    // a restarted 6 times, over the threshold of 5; b and c did not.
+    assert_eq!(
+        findings(&lines, "alarm pod="),
+        ["prod/a".to_string()].into(),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("alarm pod=prod/a") && l.contains("restarts=6 threshold=5")),
+        "{lines:?}"
+    );
 }
