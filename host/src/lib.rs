@@ -14,6 +14,7 @@ pub mod config;
 // Supervision: plugins to listeners, switch-over, reload, shutdown.
 pub mod host;
 pub mod reload;
+pub mod components;
 pub mod drain;
 
 // What the host reports.
