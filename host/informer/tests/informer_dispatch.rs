@@ -224,12 +224,16 @@ async fn i1_round(objs: &Arc<Vec<ObjectRef>>, with_stuck: bool, limit: Duration)
             let _ = done_tx.send((sent_at, dispatch));
         });
     }
-    let (sent_at, mut dispatch) = tokio::time::timeout(limit, done_rx)
-        .await
-        .unwrap_or_else(|_| {
-            panic!("I1: the dispatcher did not get through {} events within {limit:?} (stuck neighbour: {with_stuck})", objs.len())
-        })
-        .unwrap();
+    let Ok(done) = tokio::time::timeout(limit, done_rx).await else {
+        // The dispatcher is blocked holding the gate: dropping the listeners
+        // would wait for it forever, so they are leaked with the pipeline.
+        std::mem::forget((stuck, _other, _h, p));
+        panic!(
+            "I1: the dispatcher did not get through {} events within {limit:?} (stuck neighbour: {with_stuck})",
+            objs.len()
+        );
+    };
+    let (sent_at, mut dispatch) = done.unwrap();
     dispatch.sort();
     let mut latencies = Vec::with_capacity(objs.len());
     let mut last_rv = 0;

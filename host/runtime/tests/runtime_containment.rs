@@ -262,6 +262,19 @@ async fn quarantine_ends_with_a_retry_that_uses_no_cpu_meanwhile() {
     assert_eq!(status.state(), PluginState::Quarantined);
     let restarts_before = status.snapshot().restarts;
     let event = added(&pods[1]);
+    // The baseline, in the same window: what a thread that spins gets of
+    // this (possibly busy) machine.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let ticks0 = thread_cpu_ticks();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            thread_cpu_ticks() - ticks0
+        })
+    };
     let measured = std::thread::spawn(move || {
         let ticks0 = thread_cpu_ticks();
         let t0 = std::time::Instant::now();
@@ -271,16 +284,25 @@ async fn quarantine_ends_with_a_retry_that_uses_no_cpu_meanwhile() {
     let (d, wall, ticks, _r) = tokio::task::spawn_blocking(move || measured.join().unwrap())
         .await
         .unwrap();
-    let cpu = ticks as f64 / ticks_per_second();
-    eprintln!("quarantine: the call waited {wall:?} and used {cpu:.3} s of CPU on its thread");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let spun = spinner.join().unwrap();
+    let tps = ticks_per_second();
+    eprintln!(
+        "quarantine: the call waited {wall:?} and used {:.3} s of CPU on its thread; a spinning thread got {:.3} s meanwhile",
+        ticks as f64 / tps,
+        spun as f64 / tps
+    );
     assert_eq!(d, Delivery::Restarted);
     assert!(
         wall >= Duration::from_millis(900),
         "the retry waited out the 1 s quarantine: {wall:?}"
     );
+    assert!(spun >= 5, "the baseline spinner ran: {spun} ticks");
+    // One instantiation and one call after the wait: a tick or two at most,
+    // a tenth of what a busy thread got.
     assert!(
-        cpu <= wall.as_secs_f64() * 0.2,
-        "{cpu:.3} s of CPU over {wall:?} of quarantine"
+        ticks <= (spun / 10).max(2),
+        "{ticks} ticks of CPU over {wall:?} of quarantine, against {spun} for a spinning thread"
     );
     // One retry after the quarantine, no more: back in quarantine.
     let snap = status.snapshot();
