@@ -12,6 +12,9 @@
 #   3. cargo install wit-bindgen-cli 0.63.0    (C bindings)
 #   4. npm ci in sdk/js                        (componentize-js + jco, pinned by package-lock.json)
 #   5. python venv at .venv + componentize-py  (pinned by sdk/python/requirements.txt)
+#   6. python venv for apisim's client conformance suite at apisim/conformance/python/.venv
+#                                              (PyPI kubernetes, pinned by its requirements.txt)
+#   7. npm ci in apisim/conformance/node       (@kubernetes/client-node, pinned by package-lock.json)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -106,5 +109,33 @@ else
     cp "$REQ" "$STAMP"
 fi
 step_done "python venv"
+
+# 6. Python venv for apisim's third-party client conformance suite (kept apart from .venv, whose
+#    stamp tracks the plugin SDK's requirements only).
+step "python venv (apisim/conformance/python/.venv) + kubernetes client"
+CREQ="$ROOT/apisim/conformance/python/requirements.txt"
+CVENV="$ROOT/apisim/conformance/python/.venv"
+CSTAMP="$CVENV/.requirements-installed"
+if [ -x "$CVENV/bin/python" ] && [ -f "$CSTAMP" ] && cmp -s "$CREQ" "$CSTAMP"; then
+    echo "setup:   apisim/conformance/python/.venv is up to date" >&2
+else
+    if [ ! -x "$CVENV/bin/python" ]; then
+        python3 -m venv "$CVENV"
+    fi
+    "$CVENV/bin/pip" install --quiet --disable-pip-version-check -r "$CREQ"
+    cp "$CREQ" "$CSTAMP"
+fi
+step_done "conformance python venv"
+
+# 7. Node dependencies of the conformance suite.
+step "npm ci (apisim/conformance/node)"
+CNODE="$ROOT/apisim/conformance/node"
+if [ -f "$CNODE/node_modules/.package-lock.json" ] \
+    && [ "$CNODE/node_modules/.package-lock.json" -nt "$CNODE/package-lock.json" ]; then
+    echo "setup:   node_modules is up to date" >&2
+else
+    (cd "$CNODE" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+step_done "conformance npm ci"
 
 echo "setup: all plugin toolchains ready; build plugins with scripts/build-plugins.sh" >&2

@@ -79,6 +79,7 @@ pub fn register(registry: &Registry, crd: &Value) {
         let mut t = ResourceType::new(group, version, kind, plural, namespaced)
             .with_generation()
             .returning_deleted_object();
+        t.custom = true;
         if let Some(sing) = s(spec, &["names", "singular"]) {
             t.singular = sing.to_string();
         }

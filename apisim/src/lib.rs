@@ -34,6 +34,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod timestamps;
 pub mod watch;
 pub mod workload;
 

@@ -20,6 +20,10 @@
 //! - An Update (POST, PUT, non-apply PATCH) gives its manager the fields it changed and takes them
 //!   from every other entry; an Apply owns exactly the fields of the applied configuration and
 //!   removes fields it applied before and no longer applies, unless another entry owns them.
+//! - As the apiserver's `lastAppliedManager`, an apply by the manager `kubectl` whose conflicts
+//!   all lie in the object's `last-applied-configuration` annotation is forced (kubectl's upgrade
+//!   from client-side to server-side apply); writes to `/scale` are recorded against the main
+//!   resource, not the `scale` subresource.
 //! - The applied configuration is merged like a strategic merge patch (keyed lists element-wise,
 //!   maps recursively, atomic lists replaced). Defaulted fields, unions, `x-kubernetes-*` list
 //!   types of custom resources and version conversion of field sets are not modelled.
@@ -532,6 +536,14 @@ pub fn conflict_error(conflicts: &[(Path, String)]) -> ApiError {
     ApiError::apply_conflict(message, causes)
 }
 
+/// The fields of the `kubectl.kubernetes.io/last-applied-configuration` annotation, if any.
+fn last_applied_fields(rt: &ResourceType, sub: Subresource, live: &Value) -> Option<FieldSet> {
+    let text = live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()?;
+    let cfg: Value = serde_json::from_str(text).ok()?;
+    Some(fieldset_of(rt, sub, &cfg))
+}
+
 /// Server-side apply of `applied` by `manager` onto `live` (None: the object is created). Returns
 /// the new object, with its `managedFields`, or the 409 Conflict.
 pub fn apply(
@@ -540,7 +552,7 @@ pub fn apply(
     live: Option<&Value>,
     applied: &Value,
     manager: &str,
-    force: bool,
+    mut force: bool,
     now: &str,
 ) -> Result<Value, ApiError> {
     if !applied.is_object() {
@@ -593,6 +605,18 @@ pub fn apply(
         for (i, e) in list.iter().enumerate() {
             if !e.same_manager(manager, "Apply", subname) && e.fields.contains(p) {
                 conflicts.push((p.clone(), i));
+            }
+        }
+    }
+    // As the apiserver's lastAppliedManager: kubectl's own server-side apply takes over, without
+    // conflict, fields of the client-side apply's last-applied configuration (the upgrade from
+    // client-side to server-side apply). Other conflicts still count.
+    if !force && manager == "kubectl" && !conflicts.is_empty() {
+        if let Some(allowed) = last_applied_fields(rt, sub, live) {
+            if conflicts.iter().all(|(p, _)| allowed.contains(p)) {
+                force = true;
+            } else {
+                conflicts.retain(|(p, _)| !allowed.contains(p));
             }
         }
     }
@@ -748,6 +772,65 @@ mod tests {
         .unwrap();
         assert!(a2["spec"].get("paused").is_none(), "{a2}");
         assert_eq!(a2["spec"]["replicas"], 5);
+    }
+
+    #[test]
+    fn kubectl_takes_over_fields_of_its_client_side_apply() {
+        let rt = deployments();
+        let last = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 2}});
+        let mut live = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last.to_string()}},
+            "spec": {"replicas": 2, "paused": false}
+        });
+        record_update(
+            &rt,
+            Subresource::Main,
+            None,
+            &mut live,
+            "kubectl-client-side-apply",
+            "t1",
+        );
+        let mut cfg = last.clone();
+        cfg["spec"]["replicas"] = json!(4);
+        let other = apply(
+            &rt,
+            Subresource::Main,
+            Some(&live),
+            &cfg,
+            "someone",
+            false,
+            "t2",
+        );
+        assert_eq!(
+            other.unwrap_err().code,
+            409,
+            "only kubectl's own apply is forgiven"
+        );
+        let taken = apply(
+            &rt,
+            Subresource::Main,
+            Some(&live),
+            &cfg,
+            "kubectl",
+            false,
+            "t2",
+        )
+        .unwrap();
+        assert_eq!(taken["spec"]["replicas"], 4);
+        // A field outside the last-applied configuration still conflicts.
+        cfg["spec"]["paused"] = json!(true);
+        let e = apply(
+            &rt,
+            Subresource::Main,
+            Some(&live),
+            &cfg,
+            "kubectl",
+            false,
+            "t3",
+        )
+        .unwrap_err();
+        assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.paused");
     }
 
     #[test]

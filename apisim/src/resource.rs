@@ -36,6 +36,9 @@ pub struct ResourceType {
     /// Whether a DELETE that removes the object answers with the object (the registry's
     /// `ReturnDeletedObject`); otherwise it answers a `Status` with `status: Success`.
     pub returns_deleted_object: bool,
+    /// Whether the kind is a custom resource (served from a CRD): its fields have no types, so
+    /// only its metadata is normalized on write.
+    pub custom: bool,
 }
 
 impl ResourceType {
@@ -52,6 +55,7 @@ impl ResourceType {
             status_subresource: false,
             generation: false,
             returns_deleted_object: false,
+            custom: false,
         }
     }
 

@@ -2,8 +2,10 @@
 //! records requests.
 //!
 //! Invariant: every API response is either the JSON the apiserver would send (object, list,
-//! discovery document, watch stream) or a `Status` whose `code` equals the HTTP status; faults and
-//! the request log see every API request and no `/_sim/` admin request.
+//! discovery document, watch stream, the Success `Status` of a DELETE) or a Failure `Status` whose
+//! `code` equals the HTTP status; faults and the request log see every API request and no `/_sim/`
+//! admin request; query options (dry run, field manager, delete options) are decoded here and
+//! carried out by the store.
 
 use axum::body::Body;
 use axum::extract::{Request, State};

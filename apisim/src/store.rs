@@ -21,6 +21,7 @@ use crate::managed;
 use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
+use crate::timestamps;
 
 /// Type of a change, as sent in watch events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,12 +387,17 @@ impl Store {
             if !object.uid.is_empty() {
                 inner.by_uid.insert(object.uid.clone(), (rid, key.clone()));
             }
+            // Only references to live owners are edges: uids are assigned by the server, so an
+            // owner exists before any object can name it (references to uids that never existed,
+            // such as the workload's made-up ReplicaSets, cost nothing).
             for o in &object.owners {
-                inner
-                    .dependents
-                    .entry(o.clone())
-                    .or_default()
-                    .insert((rid, key.clone()));
+                if inner.by_uid.contains_key(o) {
+                    inner
+                        .dependents
+                        .entry(o.clone())
+                        .or_default()
+                        .insert((rid, key.clone()));
+                }
             }
         }
         let stored = match kind {
@@ -1375,9 +1381,15 @@ pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), 
     Ok(())
 }
 
-/// Write-time conversions the apiserver performs on every create and update: a Secret's
-/// `stringData` is merged into `data` (base64) and dropped; a Deployment gets its defaults.
+/// Write-time conversions the apiserver performs on every create and update: timestamps take
+/// their canonical form, a Secret's `stringData` is merged into `data` (base64) and dropped, a
+/// Deployment gets its defaults.
 fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if rt.custom {
+        timestamps::normalize_metadata(obj);
+    } else {
+        timestamps::normalize(obj);
+    }
     if deployment::is_deployment(rt) {
         deployment::set_defaults(obj);
         return;

@@ -425,3 +425,213 @@ async fn delete_answers_the_object_or_a_success_status_as_the_kind_does() {
     assert!(obj.metadata.deletion_timestamp.is_some());
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn timestamps_are_stored_in_the_apiservers_canonical_form() {
+    // The Python client writes MicroTime as "...+00:00"; the apiserver stores "...Z".
+    let sim = start(SimConfig::default()).await;
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+        "spec": {"holderIdentity": "a", "acquireTime": "2026-12-01T09:16:30.462743+00:00", "renewTime": "2026-12-01T11:16:31+02:00"}
+    });
+    let r = raw(
+        sim.addr(),
+        "POST",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+        Some(("application/json", &lease.to_string())),
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    assert_eq!(
+        r.json()["spec"]["acquireTime"],
+        "2026-12-01T09:16:30.462743Z"
+    );
+    assert_eq!(r.json()["spec"]["renewTime"], "2026-12-01T09:16:31.000000Z");
+    let ev = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
+        "eventTime": "2026-12-01T09:16:30.5+00:00", "reportingController": "a/b", "reportingInstance": "i",
+        "action": "A", "reason": "R", "type": "Normal",
+        "series": {"count": 2, "lastObservedTime": "2026-12-01T09:16:31.25-01:00"}
+    });
+    let r = raw(
+        sim.addr(),
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        Some(("application/json", &ev.to_string())),
+    )
+    .await;
+    let stored = sim
+        .store()
+        .get(
+            sim.store().rid("events.k8s.io/v1", "events"),
+            "default",
+            "e",
+        )
+        .unwrap()
+        .value();
+    assert_eq!(r.json(), stored);
+    assert_eq!(stored["eventTime"], "2026-12-01T09:16:30.500000Z");
+    assert_eq!(
+        stored["series"]["lastObservedTime"],
+        "2026-12-01T10:16:31.250000Z"
+    );
+    // metav1.Time has whole seconds.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []},
+                     "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T09:16:30.999+00:00"}]}});
+    let r = raw(
+        sim.addr(),
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some(("application/json", &pod.to_string())),
+    )
+    .await;
+    assert_eq!(
+        r.json()["status"]["conditions"][0]["lastTransitionTime"],
+        "2026-12-01T09:16:30Z"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_subresource_for_every_kind_that_has_one() {
+    let sim = start(SimConfig::default()).await;
+    let c = client(&sim);
+    let crds = dynamic(
+        &c,
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        None,
+    );
+    for (plural, kind, status) in [("widgets", "Widget", true), ("gizmos", "Gizmo", false)] {
+        let mut version = json!({"name": "v1", "served": true, "storage": true});
+        if status {
+            version["subresources"] = json!({"status": {}});
+        }
+        create(
+            &crds,
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.example.com")},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                         "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                         "versions": [version]}
+            }),
+        )
+        .await;
+    }
+    let cases: Vec<(Api<DynamicObject>, Value)> = vec![
+        (
+            dynamic(&c, "", "v1", "Pod", "pods", Some("default")),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "s"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+        ),
+        (
+            dynamic(&c, "", "v1", "Service", "services", Some("default")),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}),
+        ),
+        (
+            dynamic(&c, "", "v1", "Namespace", "namespaces", None),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "s"}, "spec": {}}),
+        ),
+        (
+            dynamic(
+                &c,
+                "apps",
+                "v1",
+                "Deployment",
+                "deployments",
+                Some("default"),
+            ),
+            deployment("s", Some(1)),
+        ),
+        (
+            dynamic(
+                &c,
+                "policy",
+                "v1",
+                "PodDisruptionBudget",
+                "poddisruptionbudgets",
+                Some("default"),
+            ),
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "s"}, "spec": {"minAvailable": 1}}),
+        ),
+        (
+            dynamic(
+                &c,
+                "example.com",
+                "v1",
+                "Widget",
+                "widgets",
+                Some("default"),
+            ),
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "s"}, "spec": {"size": 1}}),
+        ),
+        (crds.clone(), json!(null)),
+    ];
+    for (api, body) in cases {
+        let name = if body.is_null() {
+            "widgets.example.com".to_string()
+        } else {
+            create(&api, body).await;
+            "s".to_string()
+        };
+        let before = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+        let pp = PatchParams::default();
+        // Through /status: status changes, the rest does not.
+        let after = api
+            .patch_status(&name, &pp, &Patch::Merge(json!({"metadata": {"labels": {"via": "status"}}, "spec": {"changed": true}, "status": {"observed": "yes"}})))
+            .await
+            .unwrap();
+        let after = serde_json::to_value(after).unwrap();
+        assert_eq!(after["status"]["observed"], "yes", "{name}: {after}");
+        assert_eq!(after["spec"], before["spec"], "{name}");
+        assert_ne!(
+            after["metadata"]["resourceVersion"],
+            before["metadata"]["resourceVersion"]
+        );
+        // Through the main resource: status is ignored.
+        let main = api
+            .patch(
+                &name,
+                &pp,
+                &Patch::Merge(json!({"status": {"observed": "main"}})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(main).unwrap()["status"]["observed"],
+            "yes",
+            "{name}"
+        );
+    }
+    // Kinds without one: 404 on /status, and the main resource writes status.
+    let r = raw(
+        sim.addr(),
+        "GET",
+        "/api/v1/namespaces/default/configmaps/x/status",
+        None,
+    )
+    .await;
+    assert_eq!(r.code, 404);
+    let gizmos = dynamic(&c, "example.com", "v1", "Gizmo", "gizmos", Some("default"));
+    create(&gizmos, json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": "g"}, "status": {"a": 1}})).await;
+    let r = raw(
+        sim.addr(),
+        "GET",
+        "/apis/example.com/v1/namespaces/default/gizmos/g/status",
+        None,
+    )
+    .await;
+    assert_eq!(r.code, 404);
+    let g = gizmos
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"a": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(serde_json::to_value(g).unwrap()["status"]["a"], 2);
+    sim.shutdown().await;
+}

@@ -857,3 +857,58 @@ async fn delete_cascade_policies_through_kubectl() {
     }
     k.sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_after_client_side_apply_and_its_conflicts() {
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    k.ok(&["apply", "-f", &f]).await;
+    // kubectl's first server-side apply takes over what its client-side apply managed, as the
+    // apiserver allows the manager "kubectl" for fields of the last-applied configuration.
+    let f = k.file("pod.yaml", &POD.replace("nginx:1", "nginx:2"));
+    k.ok(&["apply", "--server-side", "-f", &f]).await;
+    let pod = k.get("pods", "default", "web").unwrap();
+    assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:2");
+    let managers: Vec<&str> = pod["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["manager"].as_str().unwrap())
+        .collect();
+    assert!(managers.contains(&"kubectl"), "{managers:?}");
+    // Another manager changing the image conflicts and is told who owns it...
+    let o = k
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            &k.file("pod3.yaml", &POD.replace("nginx:1", "nginx:3")),
+        ])
+        .await;
+    assert!(!o.ok);
+    assert!(
+        o.stderr.contains("Apply failed with 1 conflict: conflict with \"kubectl\": .spec.containers[name=\"main\"].image"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
+        "nginx:2"
+    );
+    // ...and takes it with --force-conflicts.
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        &k.file("pod3.yaml", &POD.replace("nginx:1", "nginx:3")),
+    ])
+    .await;
+    assert_eq!(
+        k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
+        "nginx:3"
+    );
+    k.sim.shutdown().await;
+}
