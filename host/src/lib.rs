@@ -15,6 +15,7 @@ pub mod config;
 pub mod host;
 pub mod kube_api;
 pub mod reload;
+pub mod components;
 pub mod drain;
 
 // Replicas: leader election and sharding on Leases.

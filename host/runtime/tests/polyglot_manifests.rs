@@ -3,11 +3,14 @@
 //! the production plugin runtime: the `.wasm` they name passes the host's
 //! component check, their limits are valid, and with exactly those limits,
 //! that `[config]` and those API grants (`[[write]]`, `events`) each plugin
-//! handles a small workload without an error or a trap, logging the expected
-//! number of lines. The grants are exactly what the plugin uses: every
+//! handles a small workload without an error or a trap, and reports exactly
+//! the findings the workload holds (judged by what it logged, against the rule
+//! applied to the objects sent). The grants are exactly what the plugin uses: every
 //! request it sent (to a recording fake API server) is allowed by a grant,
 //! every grant was used, and `events = true` only where it recorded Events.
 
+#[path = "log_capture/mod.rs"]
+mod log_capture;
 #[path = "runtime_support/mod.rs"]
 mod runtime_support;
 
@@ -143,8 +146,8 @@ fn object(json: serde_json::Value) -> ObjectRef {
 
 /// What a plugin did with its manifest.
 struct Run {
-    /// Log lines written.
-    log_lines: u64,
+    /// The lines it logged.
+    lines: Vec<String>,
     /// Requests it sent, other than Events.
     writes: Vec<ApiRequest>,
     /// Requests that recorded Events.
@@ -154,6 +157,7 @@ struct Run {
 /// Runs the plugin of `name` with its manifest over `objects` (all added, after
 /// being cached), against a recording API server.
 async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Run {
+    log_capture::plugin_log();
     let m = manifest(name);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/wasmtime-cache-tests");
     std::fs::create_dir_all(&dir).unwrap();
@@ -229,11 +233,23 @@ async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Run {
         !events.is_empty(),
         "{name}: events = true exactly when it records Events"
     );
+    let lines = log_capture::lines_of(name);
+    assert_eq!(lines.len() as u64, snap.log_lines, "{lines:?}");
     Run {
-        log_lines: snap.log_lines,
+        lines,
         writes,
         events: events.len(),
     }
+}
+
+/// The objects a plugin reported, from its lines starting with `prefix`
+/// (`violation deployment=shop/cart ...` -> `shop/cart`).
+fn findings(lines: &[String], prefix: &str) -> std::collections::BTreeSet<String> {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|rest| rest.split_whitespace().next().unwrap().to_string())
+        .collect()
 }
 
 fn deployment(
@@ -278,9 +294,23 @@ async fn deployment_auditor_manifest_runs_in_the_runtime() {
     .await;
     // The policy line from init, and one violation (cart lacks `team`),
     // recorded as one Warning Event; no writes.
-    assert_eq!(run.log_lines, 2);
+    assert_eq!(run.lines.len(), 2, "{:?}", run.lines);
     assert_eq!(run.events, 1);
     assert!(run.writes.is_empty());
+    // cart lacks the required `team`; web has everything; kube-system is exempt.
+    assert_eq!(
+        findings(&run.lines, "violation deployment="),
+        ["shop/cart".to_string()].into(),
+        "{:?}",
+        run.lines
+    );
+    assert!(
+        run.lines
+            .iter()
+            .any(|l| l == "violation deployment=shop/cart missing-label=team"),
+        "{:?}",
+        run.lines
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +326,7 @@ async fn image_policy_manifest_runs_in_the_runtime() {
     .await;
     // The policy line from init, and one violation (b's registry): in
     // enforce mode, one annotation patch of b and one Warning Event.
-    assert_eq!(run.log_lines, 2);
+    assert_eq!(run.lines.len(), 2, "{:?}", run.lines);
     assert_eq!(run.events, 1);
     let patched: Vec<_> = run.writes.iter().map(|w| w.key()).collect();
     assert_eq!(patched, vec!["prod/b"]);
@@ -305,6 +335,26 @@ async fn image_policy_manifest_runs_in_the_runtime() {
     assert_eq!(
         body,
         json!({"metadata": {"annotations": {"image-policy.wasm-informer.dev/violation": "registry.example"}}})
+    );
+    // b's registry is not allowed; nginx is docker.io/library; kube-system is
+    // exempt.
+    assert_eq!(
+        findings(&run.lines, "violation pod="),
+        ["prod/b".to_string()].into(),
+        "{:?}",
+        run.lines
+    );
+    assert!(
+        run.lines
+            .iter()
+            .any(|l| l.starts_with("violation pod=prod/b") && l.contains("registry.example/app:1")),
+        "{:?}",
+        run.lines
+    );
+    assert!(
+        !findings(&run.lines, "violation pod=").contains("kube-system/c"),
+        "{:?}",
+        run.lines
     );
 }
 
@@ -321,7 +371,21 @@ async fn restart_alarm_manifest_runs_in_the_runtime() {
     .await;
     // The policy line from init, and one alarm (a restarted 6 times, threshold
     // 5), recorded as one Warning Event.
-    assert_eq!(run.log_lines, 2);
+    assert_eq!(run.lines.len(), 2, "{:?}", run.lines);
     assert_eq!(run.events, 1);
     assert!(run.writes.is_empty());
+    // a restarted 6 times, over the threshold of 5; b and c did not.
+    assert_eq!(
+        findings(&run.lines, "alarm pod="),
+        ["prod/a".to_string()].into(),
+        "{:?}",
+        run.lines
+    );
+    assert!(
+        run.lines
+            .iter()
+            .any(|l| l.starts_with("alarm pod=prod/a") && l.contains("restarts=6 threshold=5")),
+        "{:?}",
+        run.lines
+    );
 }
