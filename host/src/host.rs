@@ -39,7 +39,7 @@ use crate::components::{ComponentError, PassComponents};
 use crate::config::{ConfigDir, ConfigError, PluginManifest};
 use crate::drain::{Drain, DrainGate};
 use crate::kube_api::KubeApi;
-use crate::metrics::{Observe, PluginLatency};
+use crate::metrics::{Observe, PluginDurations, PluginLatency};
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
 use crate::report::{ApiReport, InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
 use kube_informer::cache_view::CacheView;
@@ -80,6 +80,17 @@ struct Slot {
     /// Counters of the plugin's earlier versions (hot reloads).
     carried: PluginReport,
     versions: u64,
+}
+
+/// What a plugin's new version takes over from the one it replaces.
+struct Previous {
+    /// The counters of every earlier version.
+    report: PluginReport,
+    versions: u64,
+    /// Handler durations, shared by every version.
+    latency: Arc<LatencyHistogram>,
+    /// API request durations, shared by every version.
+    api_latency: Arc<LatencyHistogram>,
 }
 
 fn listener_sum(parts: &[Part]) -> ListenerStatsSnapshot {
@@ -450,7 +461,12 @@ impl Host {
                 let previous = match &old {
                     Some(o) => {
                         let o = o.lock().await;
-                        Some((o.report(), o.versions, o.latency.clone()))
+                        Some(Previous {
+                            report: o.report(),
+                            versions: o.versions,
+                            latency: o.latency.clone(),
+                            api_latency: o.status.api().latency_handle(),
+                        })
                     }
                     None => None,
                 };
@@ -550,7 +566,7 @@ impl Host {
     async fn load(
         self: &Arc<Self>,
         manifest: &PluginManifest,
-        previous: Option<(PluginReport, u64, Arc<LatencyHistogram>)>,
+        previous: Option<Previous>,
         components: &PassComponents,
     ) -> Result<Slot, String> {
         let config_json = match &self.options.cluster {
@@ -610,15 +626,11 @@ impl Host {
             read_leases.push(lease);
         }
 
-        let status = Arc::new(PluginStatus::new(&manifest.name));
-        let (carried, versions, latency) = match previous {
-            Some((r, v, l)) => (r, v + 1, l),
-            None => (
-                PluginReport::default(),
-                1,
-                Arc::new(LatencyHistogram::default()),
-            ),
+        let (carried, versions, latency, api_latency) = match previous {
+            Some(p) => (p.report, p.versions + 1, p.latency, p.api_latency),
+            None => (PluginReport::default(), 1, Arc::default(), Arc::default()),
         };
+        let status = Arc::new(PluginStatus::with_api_latency(&manifest.name, api_latency));
         let cache: Arc<dyn CacheView> = self.registry.clone();
         // The new grants apply from here on, to every version of the plugin
         // (so a revoked grant is refused before the new version's first
@@ -937,7 +949,7 @@ impl Observe for Host {
         Some(v)
     }
 
-    fn plugin_latency(&self) -> Vec<(String, PluginLatency)> {
+    fn plugin_latency(&self) -> Vec<(String, PluginDurations)> {
         let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
             .shared
             .lock()
@@ -949,7 +961,13 @@ impl Observe for Host {
             .into_iter()
             .filter_map(|(name, slot)| {
                 let slot = slot.try_lock().ok()?;
-                Some((name, PluginLatency::of(&slot.latency)))
+                Some((
+                    name,
+                    PluginDurations {
+                        handler: PluginLatency::of(&slot.latency),
+                        api: PluginLatency::of(slot.status.api().latency()),
+                    },
+                ))
             })
             .collect()
     }

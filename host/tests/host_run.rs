@@ -66,8 +66,11 @@ fn check_metrics_text(text: &str) {
     );
     assert_eq!(
         histograms,
-        vec!["wasm_informer_plugin_handler_duration_seconds"],
-        "handler latency is a histogram"
+        vec![
+            "wasm_informer_plugin_handler_duration_seconds",
+            "wasm_informer_plugin_api_request_duration_seconds"
+        ],
+        "handler and API request durations are histograms"
     );
     assert!(histogram_series > 0, "a duration histogram per plugin");
     for s in &scrape.samples {
@@ -156,8 +159,11 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
     let mut host = HostProc::run_sim(
         config.to_str().unwrap(),
         &[
+            // Long enough for every example plugin's replay (readiness waits
+            // for it; the Python image-policy queries the cache for each
+            // violation) and the content checks, on two busy cores.
             "--duration",
-            "45",
+            "90",
             "--report",
             report.to_str().unwrap(),
             "--metrics-addr",
@@ -222,7 +228,7 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(
-        started.elapsed() < Duration::from_secs(40),
+        started.elapsed() < Duration::from_secs(85),
         "the content checks must end before --duration does ({:?})",
         started.elapsed()
     );

@@ -248,6 +248,14 @@ fn label_enforcer_labels_every_pod_by_server_side_apply() {
         Duration::from_secs(60),
         || unlabelled(&kubeconfig).is_empty(),
     );
+    let addr: std::net::SocketAddr = host
+        .log()
+        .iter()
+        .find_map(|l| l.strip_prefix("wasm-informer: metrics at http://"))
+        .and_then(|rest| rest.trim_end_matches("/metrics").trim().parse().ok())
+        .expect("the host printed its metrics address");
+    let (status, metrics) = http_get(addr, "/metrics");
+    assert_eq!(status, 200);
     host.terminate();
     host.wait_exit(Duration::from_secs(60));
 
@@ -282,6 +290,27 @@ fn label_enforcer_labels_every_pod_by_server_side_apply() {
         labelled += 1;
     }
     assert!(labelled > 90, "{labelled}");
+    // Every request is counted by outcome and timed in the API request
+    // histogram: at least one patch per pod the server holds labelled by the
+    // plugin, and as many durations as requests.
+    let sample = |prefix: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(prefix) && l.contains("plugin=\"label-enforcer\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let requests = sample("wasm_informer_plugin_api_requests_total{");
+    let timed = sample("wasm_informer_plugin_api_request_duration_seconds_count{");
+    assert!(
+        requests >= labelled as f64,
+        "{requests} requests for {labelled} pods"
+    );
+    assert_eq!(timed, requests, "every request timed:\n{metrics}");
+    assert!(
+        sample("wasm_informer_plugin_api_request_duration_seconds_sum{") > 0.0,
+        "{metrics}"
+    );
     // One audit line per write, naming plugin, verb, resource, key and outcome.
     let log = host.log();
     let audits: Vec<&String> = log

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube_informer::latency::LatencyHistogram;
@@ -84,8 +85,8 @@ pub struct ApiStats {
     /// Requests sent as dry runs.
     dry_run: AtomicU64,
     /// Time of each call, grant check to answer (token wait and retries
-    /// included).
-    latency: LatencyHistogram,
+    /// included); shared by every version of a plugin.
+    latency: Arc<LatencyHistogram>,
 }
 
 impl ApiStats {
@@ -108,6 +109,12 @@ impl ApiStats {
     /// The latency histogram of calls that were sent.
     pub fn latency(&self) -> &LatencyHistogram {
         &self.latency
+    }
+
+    /// The same histogram, to be shared with a later version of the plugin
+    /// ([`PluginStatus::with_api_latency`]).
+    pub fn latency_handle(&self) -> Arc<LatencyHistogram> {
+        self.latency.clone()
     }
 
     /// A copy of the counters.
@@ -162,6 +169,13 @@ fn kind_index(k: EventKind) -> usize {
 impl PluginStatus {
     /// A fresh status in state `starting`.
     pub fn new(name: impl Into<String>) -> Self {
+        Self::with_api_latency(name, Arc::default())
+    }
+
+    /// A fresh status in state `starting` whose API latency histogram is
+    /// `api_latency` (an earlier version's, so that the histogram a metrics
+    /// scrape sees only grows across hot reloads).
+    pub fn with_api_latency(name: impl Into<String>, api_latency: Arc<LatencyHistogram>) -> Self {
         Self {
             name: name.into(),
             state: AtomicU8::new(0),
@@ -174,7 +188,10 @@ impl PluginStatus {
             log_lines: AtomicU64::new(0),
             log_dropped: AtomicU64::new(0),
             last_error: Mutex::new(None),
-            api: ApiStats::default(),
+            api: ApiStats {
+                latency: api_latency,
+                ..ApiStats::default()
+            },
         }
     }
 
