@@ -100,11 +100,17 @@ fn slow_plugin_does_not_hold_back_fast_plugin() {
     assert_eq!(slow["queue_depth_max"], 64, "{slow}");
     assert!(slow["overflowed"].as_u64().unwrap() > 0, "{slow}");
     assert!(slow["coalesced"].as_u64().unwrap() > 0, "{slow}");
-    // The fast plugin kept up: many more events, never near its capacity, and
-    // no event waited behind the slow plugin's 200 ms handler.
+    // The fast plugin kept up: it converged to the server's state (above)
+    // with no notification merged or overflowed, so it handled each one the
+    // informer delivered (the server emits no event for a write that changes
+    // nothing, so the count of writes is not the oracle), never near its
+    // capacity, and no event waited behind the slow plugin's 200 ms handler;
+    // the slow one fell behind (its overflow was coalesced above) and handled
+    // fewer.
+    assert_eq!(fast["coalesced"], 0, "{fast}");
     assert!(
-        total(fast) > 5 * total(slow),
-        "fast {} vs slow {}",
+        total(fast) >= before.len() as u64 && total(fast) > total(slow),
+        "fast {} vs slow {}: {fast}",
         total(fast),
         total(slow)
     );
