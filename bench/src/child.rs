@@ -71,10 +71,10 @@ fn emit(r: &ChildReport) -> Result<()> {
 
 fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) -> ChildReport {
     mem::trim();
-    let (cached, listeners) = match run {
-        Running::Ours(s) => (s.cached_objects(), s.listener_counters()),
-        Running::Peer(s) => (s.cached_objects(), Vec::new()),
-        Running::Raw(_) => (0, Vec::new()),
+    let (cached, listeners, api) = match run {
+        Running::Ours(s) => (s.cached_objects(), s.listener_counters(), s.api_timings()),
+        Running::Peer(s) => (s.cached_objects(), Vec::new(), Vec::new()),
+        Running::Raw(_) => (0, Vec::new(), Vec::new()),
     };
     ChildReport {
         sync_ms: 0.0,
@@ -93,6 +93,7 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
         facts: None,
         notes,
         reload: None,
+        api,
     }
 }
 

@@ -23,9 +23,13 @@ use kube_informer::{HandlerOptions, Registration};
 use kube_informer::{InformerConfig, InformerRegistry, SharedInformer};
 
 use crate::probe::{now_ns, parse_rv, HandlerProbe, Probe};
+use wasm_informer::kube_api::KubeApi;
+use wasm_informer_runtime::capability::api::ClusterApi;
+use wasm_informer_runtime::PluginStatus;
+
 use crate::spec::{
-    HandlerKind, InitialList, ListenerCounters, ManagedFields, OursApi, ReloadTiming, SideFacts,
-    SideSpec,
+    ApiTiming, HandlerKind, InitialList, ListenerCounters, ManagedFields, OursApi, ReloadTiming,
+    SideFacts, SideSpec,
 };
 use crate::wasm::{self, WasmHandler};
 
@@ -98,6 +102,25 @@ impl Handler for Probed {
     }
 }
 
+/// Starts an HTTP server on 127.0.0.1 that accepts every connection and
+/// never answers (the process keeps the sockets open until it exits), and
+/// returns its URL.
+fn hanging_server() -> Result<String> {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("binding the hanging server")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    std::thread::Builder::new()
+        .name("hanging-api".into())
+        .spawn(move || {
+            let mut held = Vec::new();
+            for s in listener.incoming().flatten() {
+                held.push(s);
+            }
+        })
+        .context("starting the hanging server")?;
+    Ok(url)
+}
+
 /// A running wasm-informer side.
 pub struct OursSide {
     /// Present when built through the registry (plugins read the cache here).
@@ -107,6 +130,8 @@ pub struct OursSide {
     api: OursApi,
     /// One per handler, in spec order.
     pub probes: Vec<HandlerProbe>,
+    /// The runtime's counters of each WebAssembly handler.
+    statuses: Vec<(String, Arc<PluginStatus>)>,
 }
 
 fn streaming(spec: &SideSpec) -> StreamingList {
@@ -138,10 +163,22 @@ impl OursSide {
         config.reflector.transform.strip_managed_fields =
             spec.managed_fields == ManagedFields::Strip;
         config.reflector.streaming_list = streaming(spec);
+        // Plugin writes go out as the host sends them: over kube-client.
+        let api: Option<Arc<dyn ClusterApi>> = if spec.ours.writes {
+            let to = if spec.ours.writes_hang {
+                crate::child::client(&hanging_server()?)?
+            } else {
+                client.clone()
+            };
+            Some(KubeApi::new(to, tokio::runtime::Handle::current()))
+        } else {
+            None
+        };
         let registry = InformerRegistry::new(client, config);
         let cache: Arc<dyn CacheView> = registry.clone();
         let mut handles = Vec::new();
         let mut probes = Vec::new();
+        let mut statuses = Vec::new();
         for h in &spec.handlers {
             let probe = HandlerProbe::new(h);
             let inner = match &h.kind {
@@ -151,11 +188,20 @@ impl OursSide {
                     path,
                     config,
                     timeout_ms,
-                } => Inner::Wasm(Box::new(
-                    WasmHandler::start(&h.name, path, config, *timeout_ms, cache.clone())
-                        .await
-                        .with_context(|| format!("handler {}", h.name))?,
-                )),
+                } => {
+                    let w = WasmHandler::start(
+                        &h.name,
+                        path,
+                        config,
+                        *timeout_ms,
+                        cache.clone(),
+                        api.clone(),
+                    )
+                    .await
+                    .with_context(|| format!("handler {}", h.name))?;
+                    statuses.push((h.name.clone(), w.status()));
+                    Inner::Wasm(Box::new(w))
+                }
             };
             let handler = Probed {
                 inner,
@@ -180,6 +226,7 @@ impl OursSide {
             handles,
             api: OursApi::Registry,
             probes,
+            statuses,
         })
     }
 
@@ -219,6 +266,7 @@ impl OursSide {
             handles,
             api: OursApi::Informer,
             probes,
+            statuses: Vec::new(),
         })
     }
 
@@ -267,7 +315,7 @@ impl OursSide {
         let cache: Arc<dyn CacheView> = registry.clone();
         let loaded = wasm::load(&name, path, config, timeout_ms)?;
         let load_ms = (now_ns() - t0) as f64 / 1e6;
-        let runner = wasm::start(&name, loaded, cache).await?;
+        let runner = wasm::start(&name, loaded, cache, None).await?;
         let probe = Arc::new(Probe::default());
         let objects = self.cached_objects();
         let handle = registry
@@ -328,6 +376,23 @@ impl OursSide {
                 .into(),
             ),
         }
+    }
+
+    /// API requests and their times, per WebAssembly handler.
+    pub fn api_timings(&self) -> Vec<ApiTiming> {
+        self.statuses
+            .iter()
+            .map(|(name, s)| {
+                let a = s.api().snapshot();
+                ApiTiming {
+                    name: name.clone(),
+                    requests: a.requests,
+                    denied: a.denied,
+                    p50_us: a.latency_p50_us,
+                    p99_us: a.latency_p99_us,
+                }
+            })
+            .collect()
     }
 
     /// Overflow counters of every listener.

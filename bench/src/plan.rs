@@ -3,7 +3,7 @@
 //!
 //! Invariant: the full plan is the specification (20k pods for B1/B4, 50k for
 //! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
-//! plugins at 5k events/s for a minute for B8) with at least
+//! plugins at 5k events/s for a minute for B8, 5k pods patched for B9) with at least
 //! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
 //! small sizes with two rounds, so both side orders of the ABBA alternation run.
 
@@ -45,6 +45,9 @@ pub struct Plan {
     pub b8_plugins: usize,
     pub b8_rate: f64,
     pub b8_secs: u64,
+    /// Pods the writing plugin patches, and the burst of the isolation arms.
+    pub b9_pods: usize,
+    pub b9_events: usize,
 }
 
 impl Plan {
@@ -73,6 +76,8 @@ impl Plan {
                 b8_plugins: 10,
                 b8_rate: 300.0,
                 b8_secs: 2,
+                b9_pods: 200,
+                b9_events: 500,
             },
             Mode::Full => Plan {
                 mode,
@@ -99,6 +104,8 @@ impl Plan {
                 b8_plugins: 10,
                 b8_rate: 5_000.0,
                 b8_secs: 60,
+                b9_pods: 5_000,
+                b9_events: 20_000,
             },
         }
     }

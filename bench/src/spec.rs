@@ -127,6 +127,16 @@ pub struct OursConfig {
     pub api: OursApi,
     /// Listener queue capacity.
     pub queue_capacity: usize,
+    /// WebAssembly handlers may patch `v1/pods` through the `kube`
+    /// capability, over kube-client, with the write rate limit off
+    /// (`write_qps = 0`), as a manifest with that `[[write]]` grant gets.
+    #[serde(default)]
+    pub writes: bool,
+    /// With `writes`: the plugins' API server accepts connections and never
+    /// answers (a hanging API server), while the informer watches the
+    /// simulator as usual.
+    #[serde(default)]
+    pub writes_hang: bool,
 }
 
 /// The type kube-runtime caches.
@@ -256,6 +266,22 @@ pub struct ChildReport {
     pub notes: Vec<String>,
     /// Timing of a `Reload` command.
     pub reload: Option<ReloadTiming>,
+    /// Per WebAssembly handler (ours): its API requests and their times.
+    #[serde(default)]
+    pub api: Vec<ApiTiming>,
+}
+
+/// The API requests of one of our WebAssembly handlers, as its runtime
+/// counted and timed them (grant check to answer).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ApiTiming {
+    pub name: String,
+    /// Requests sent.
+    pub requests: u64,
+    /// Calls refused by the grants.
+    pub denied: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
 }
 
 /// How long a hot reload took, from the moment the new component is read.

@@ -12,8 +12,11 @@ use anyhow::{Context, Result};
 use kube_informer::cache_view::CacheView;
 use kube_informer::handler::{Delivery, Handled, Handler};
 use kube_informer::notification::NotificationRef;
+use wasm_informer_runtime::capability::api::ClusterApi;
+use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, WriteGrant};
 use wasm_informer_runtime::{
-    EngineConfig, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
+    PluginStatus,
 };
 
 /// A plugin instance driven as a listener's handler.
@@ -34,10 +37,34 @@ pub fn engine() -> Result<Arc<PluginEngine>> {
     Ok(ENGINE.get_or_init(|| e).clone())
 }
 
-/// Compiles and links `path` as plugin `name`.
+/// What `[[write]] resource = "v1/pods" verbs = ["patch"]` with
+/// `write_qps = 0` (no rate limit) grants.
+pub fn pod_patch_settings() -> KubeSettings {
+    KubeSettings {
+        grants: vec![
+            WriteGrant::new("v1/pods", None, &["patch".to_string()], None).expect("a valid grant"),
+        ],
+        write_qps: 0.0,
+        ..KubeSettings::default()
+    }
+}
+
+/// Compiles and links `path` as plugin `name`, with no API grant.
 pub fn load(name: &str, path: &str, config: &str, timeout_ms: u64) -> Result<Arc<LoadedPlugin>> {
+    load_with(name, path, config, timeout_ms, KubeSettings::default())
+}
+
+/// Compiles and links `path` as plugin `name`, with the API grants `kube`.
+pub fn load_with(
+    name: &str,
+    path: &str,
+    config: &str,
+    timeout_ms: u64,
+    kube: KubeSettings,
+) -> Result<Arc<LoadedPlugin>> {
     let engine = engine()?;
     let spec = PluginSpec {
+        kube,
         config_json: config.to_string(),
         read: vec!["v1/pods".to_string()],
         limits: PluginLimits {
@@ -51,29 +78,48 @@ pub fn load(name: &str, path: &str, config: &str, timeout_ms: u64) -> Result<Arc
         .with_context(|| format!("loading plugin {name} from {path}"))
 }
 
-/// Starts one instance of a loaded plugin.
+/// Starts one instance of a loaded plugin; with `api`, its `kube` calls
+/// reach that server under the plugin's grants.
 pub async fn start(
     name: &str,
     plugin: Arc<LoadedPlugin>,
     cache: Arc<dyn CacheView>,
+    api: Option<Arc<dyn ClusterApi>>,
 ) -> Result<WasmHandler> {
-    let runner = PluginRunner::start(engine()?, plugin, cache)
+    let services = HostServices {
+        api,
+        grants: Grants::new(plugin.spec().kube.clone()),
+        ..HostServices::cache_only(cache)
+    };
+    let runner = PluginRunner::start(engine()?, plugin, services)
         .await
         .map_err(|e| anyhow::anyhow!("starting plugin {name}: {e}"))?;
     Ok(WasmHandler(runner))
 }
 
 impl WasmHandler {
-    /// Loads `path` and starts one instance whose cache imports read `cache`.
+    /// Loads `path` and starts one instance whose cache imports read `cache`;
+    /// with `api`, it may patch pods there ([`pod_patch_settings`]).
     pub async fn start(
         name: &str,
         path: &str,
         config: &str,
         timeout_ms: u64,
         cache: Arc<dyn CacheView>,
+        api: Option<Arc<dyn ClusterApi>>,
     ) -> Result<Self> {
-        let plugin = load(name, path, config, timeout_ms)?;
-        start(name, plugin, cache).await
+        let kube = if api.is_some() {
+            pod_patch_settings()
+        } else {
+            KubeSettings::default()
+        };
+        let plugin = load_with(name, path, config, timeout_ms, kube)?;
+        start(name, plugin, cache, api).await
+    }
+
+    /// The runtime's counters of this instance (API requests among them).
+    pub fn status(&self) -> Arc<PluginStatus> {
+        self.0.status().clone()
     }
 
     /// Hands one event to the plugin.

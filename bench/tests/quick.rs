@@ -18,6 +18,7 @@ const ROWS: &[(&str, &str)] = &[
     ("B1", "simulator ceiling"),
     ("B2", "1 plugin"),
     ("B2", "16 plugins"),
+    ("B2", "WIT 0.1 event encoding"),
     ("B3", "fast handler alone"),
     ("B3", "Controller::for_shared_stream reconciler"),
     ("B3", "raw subscriber"),
@@ -37,6 +38,10 @@ const ROWS: &[(&str, &str)] = &[
     ("B7", "extra: peer with 10 separate reflectors"),
     ("B7", "reference: both keep managedFields"),
     ("B8", "plugins: sync, then"),
+    ("B9", "patches/s, rate limit off"),
+    ("B9", "request time at the plugin"),
+    ("B9", "time between two patches at the server"),
+    ("B9", "beside a plugin blocked on a hanging API server"),
 ];
 
 #[test]

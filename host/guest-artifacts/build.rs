@@ -26,6 +26,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("api-probe", "API_PROBE"),
     ("event-log", "EVENT_LOG"),
     ("parse-pod", "PARSE_POD"),
+    ("annotate", "ANNOTATE"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),

@@ -6,8 +6,9 @@
 //! Invariant: queues are large enough that every plugin handles every event;
 //! the plugin counts alternate their order between rounds.
 //!
-//! Extension point: a row for another event encoding is another set of arms
-//! whose spec selects it (a field of `OursConfig`), measured the same way.
+//! The same arms with the no-op plugin built against WIT 0.1 (`noop-v01`,
+//! whose events carry every field encoded up front) give the cost of the old
+//! event encoding, and the ratio of the two, round by round.
 
 use anyhow::Result;
 
@@ -36,7 +37,14 @@ held burst, every queue holding the whole burst so each plugin handles each even
 machine's cores. kube-runtime has no per-handler queue to compare with here; B7 compares many \
 handlers with the peer.";
 
-const ARMS: [(&str, usize); 3] = [("1", 1), ("4", 4), ("16", 16)];
+/// (arm, plugins, WIT 0.1 encoding).
+const ARMS: [(&str, usize, bool); 5] = [
+    ("1", 1, false),
+    ("4", 4, false),
+    ("16", 16, false),
+    ("1 (0.1)", 1, true),
+    ("16 (0.1)", 16, true),
+];
 
 /// Runs B2.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
@@ -44,15 +52,18 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let mut fx = Fixture::new(&ctx.rt, p.b2_pods, Mix::Default)?;
     fx.calibrate(p.b2_events)?;
     let noop = rust_plugin("noop")?;
+    let noop_v01 = rust_plugin("noop-v01")?;
     let cap = p.b2_events + p.b2_pods;
-    let arms: Vec<Arm<usize>> = ARMS
+    let arms: Vec<Arm<(usize, bool)>> = ARMS
         .iter()
-        .filter(|(_, n)| p.b2_plugins.contains(n))
-        .map(|&(name, n)| Arm { name, it: n })
+        .filter(|(_, n, _)| p.b2_plugins.contains(n))
+        .map(|&(name, n, v01)| Arm { name, it: (n, v01) })
         .collect();
     let mut notes = Vec::new();
     let s = rounds::run("B2", p.rounds, &arms, |a| {
-        let mut spec = ours(&fx, handlers("p", a.it, &noop));
+        let (n, v01) = a.it;
+        let plugin = if v01 { &noop_v01 } else { &noop };
+        let mut spec = ours(&fx, handlers("p", n, plugin));
         spec.ours.queue_capacity = cap;
         let d = drain_rate(&fx, &spec, p.b2_events)?;
         notes.extend(d.notes);
@@ -77,8 +88,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         verdict: Verdict::Info,
         note: format!("Rust no-op plugin; every plugin sees every event (queue {cap})."),
     }];
-    for a in arms.iter().filter(|a| a.it > 1) {
-        let n = a.it;
+    let mut per_plugin = Vec::new();
+    for a in arms.iter().filter(|a| a.it.0 > 1) {
+        let (n, v01) = a.it;
+        let t1 = if v01 { s.of("1 (0.1)") } else { t1 };
         let tn = s.of(a.name);
         let us_per = |t: f64, one: f64| (t - one) * 1e6 / (p.b2_events as f64 * (n - 1) as f64);
         let us = Spread::pairwise(tn, t1, us_per);
@@ -87,17 +100,34 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             .zip(t1)
             .map(|(t, one)| format!("{:.2}", us_per(*t, *one)))
             .collect();
+        per_plugin.push((
+            a.name,
+            tn.iter()
+                .zip(t1)
+                .map(|(t, one)| us_per(*t, *one))
+                .collect::<Vec<f64>>(),
+        ));
         rows.push(Row {
             id: "B2",
-            what: format!("{n} plugins: extra time per event per extra plugin"),
+            what: if v01 {
+                format!(
+                    "{n} plugins, WIT 0.1 event encoding: extra time per event per extra plugin"
+                )
+            } else {
+                format!("{n} plugins: extra time per event per extra plugin")
+            },
             ours: us.map_or_else(
                 || "-".into(),
                 |u| format!("{} us", u.show(|x| format!("{x:.2}"))),
             ),
             peer: "-".into(),
             ratio: format!("{} for all {n}", rates(tn)),
-            target: "<= 2 us".into(),
-            verdict: Target::AtMost(2.0).judge(us.as_ref()),
+            target: if v01 { "-".into() } else { "<= 2 us".into() },
+            verdict: if v01 {
+                Verdict::Info
+            } else {
+                Target::AtMost(2.0).judge(us.as_ref())
+            },
             note: format!(
                 "Wall time on this machine's cores; per round (ABBA order) [{}] us.{}",
                 per_round.join(", "),
@@ -107,6 +137,20 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                     format!(" {}", notes.join("; "))
                 }
             ),
+        });
+    }
+    let of = |name: &str| per_plugin.iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+    if let (Some(new), Some(old)) = (of("16"), of("16 (0.1)")) {
+        let r = Spread::ratio(new, old);
+        rows.push(Row {
+            id: "B2",
+            what: "16 plugins: WIT 0.2 event encoding against 0.1, per extra plugin".into(),
+            ours: "-".into(),
+            peer: "-".into(),
+            ratio: r.map_or_else(|| "-".into(), |x| x.times()),
+            target: "-".into(),
+            verdict: Verdict::Info,
+            note: "Extra time per event per extra plugin with the 0.2 no-op over the same with the 0.1 no-op, round by round: what an event costs a plugin that reads nothing of it.".into(),
         });
     }
     Ok(rows)

@@ -24,6 +24,21 @@ pub struct Drain {
 
 /// Drains one held burst of `events` into a fresh child for `spec`.
 pub fn drain_rate(fx: &Fixture, spec: &SideSpec, events: usize) -> Result<Drain> {
+    drain(fx, spec, events, |_| true)
+}
+
+/// Like [`drain_rate`], the rate of handler `name` only (its neighbours may
+/// be slower, or stuck).
+pub fn drain_rate_of(fx: &Fixture, spec: &SideSpec, events: usize, name: &str) -> Result<Drain> {
+    drain(fx, spec, events, |h| h == name)
+}
+
+fn drain(
+    fx: &Fixture,
+    spec: &SideSpec,
+    events: usize,
+    counted: impl Fn(&str) -> bool,
+) -> Result<Drain> {
     let (mut child, r0) = spawn(fx, spec)?;
     let mut notes = r0.notes;
     child.cmd(&Command::Arm {
@@ -39,13 +54,13 @@ pub fn drain_rate(fx: &Fixture, spec: &SideSpec, events: usize) -> Result<Drain>
     if !r.reached {
         bail!("the side did not handle the last event (rv {last}) within 300 s");
     }
-    let first = r
-        .probes
+    let probes: Vec<_> = r.probes.iter().filter(|p| counted(&p.0)).collect();
+    let first = probes
         .iter()
         .filter_map(|p| (p.1.first_ns > 0).then_some(p.1.first_ns))
         .min();
-    let last_ns = r.probes.iter().map(|p| p.1.last_ns).max().unwrap_or(0);
-    let measured: u64 = r.probes.iter().map(|p| p.1.measured).max().unwrap_or(0);
+    let last_ns = probes.iter().map(|p| p.1.last_ns).max().unwrap_or(0);
+    let measured: u64 = probes.iter().map(|p| p.1.measured).max().unwrap_or(0);
     for l in &r.listeners {
         if l.overflowed > 0 {
             notes.push(format!(

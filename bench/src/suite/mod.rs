@@ -19,16 +19,13 @@
 //!    wiring, an event encoding), a field or variant in `spec.rs` read by
 //!    `ours.rs` or `peer.rs`, and its check in `verify.rs`.
 //!
-//! Where the rows planned next go:
+//! The event encoding is the plugin's: B2's WIT 0.1 arms load the same
+//! no-op plugin built against 0.1 (`noop-v01`). B9's writer gets its grant
+//! from `OursConfig::writes` (and a hanging API server from
+//! `OursConfig::writes_hang`).
 //!
-//! - B2, a cheaper event encoding (ours only): a field of `OursConfig`
-//!   selecting it, read in `ours.rs`, and one more set of arms in B2.
-//! - B9, patches per second and p50/p99 of one writing plugin: a new suite
-//!   file; the plugin is a `HandlerKind::Wasm`, whatever write capability it
-//!   needs is a field of `OursConfig`, and the latencies come from the
-//!   simulator's request log (`Fixture::requests_since`).
-//! - Isolation from a hanging API server: a B3 arm whose plugin calls the API
-//!   while the fixture's faults (`apisim::Faults`) hold its requests.
+//! Where the row planned next goes:
+//!
 //! - B10, reconciles of a no-op controller over 20k Deployments: a new suite
 //!   file; `SideSpec::resource = "apps/v1/deployments"`, a `PeerCache`
 //!   variant for `Deployment` in `peer.rs` (the peer is generic over the
@@ -48,6 +45,7 @@ pub mod b5_initial_sync;
 pub mod b6_reload;
 pub mod b7_many_handlers;
 pub mod b8_scale;
+pub mod b9_writes;
 pub mod burst;
 pub mod compare;
 
@@ -96,6 +94,7 @@ pub const ALL: &[Bench] = &[
     b6_reload::BENCH,
     b7_many_handlers::BENCH,
     b8_scale::BENCH,
+    b9_writes::BENCH,
 ];
 
 /// The Rust plugin `name` as a handler (deadline 1 s, empty config).
@@ -145,6 +144,8 @@ fn base(side: Side, fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
         ours: OursConfig {
             api: OursApi::Registry,
             queue_capacity: 1024,
+            writes: false,
+            writes_hang: false,
         },
         peer: PeerConfig {
             cache: PeerCache::TypedPod,

@@ -1,0 +1,250 @@
+//! B9: one plugin that writes (ours only). A Rust plugin (`annotate`) gives
+//! every pod of the initial list one annotation by a JSON merge patch, through
+//! the `kube` capability as the host runs it: a `[[write]]` grant for
+//! `v1/pods` `patch`, the write rate limit off (`write_qps = 0`), requests
+//! over kube-client. Figures: patches per second as the simulator received
+//! them, the plugin's request time (grant check to answer, from the
+//! runtime's histogram), and the time between two patches at the server.
+//!
+//! Then isolation from a hanging API server: a native no-op neighbour drains
+//! a held burst alone, and again beside the same writer whose API server
+//! accepts connections and never answers; the figure is the neighbour's
+//! rate beside the writer over its rate alone, round by round.
+//!
+//! Invariant: every round patches every pod exactly once, checked in the
+//! simulator's request log (a round whose count differs is an error), and
+//! uses its own annotation key, so no round finds its pods already done.
+
+use anyhow::{ensure, Result};
+
+use super::burst::drain_rate_of;
+use super::{handler, ours, Bench, Ctx};
+use crate::fixture::{Fixture, Mix};
+use crate::rounds::{self, Arm};
+use crate::spec::{HandlerKind, HandlerSpec};
+use crate::stats::{quantile, show, show_in, Spread};
+use crate::table::{Row, Verdict};
+use crate::target::Target;
+use crate::wasm;
+
+/// The registry entry.
+pub const BENCH: Bench = Bench {
+    id: "B9",
+    title: "one plugin that writes",
+    target: "isolation >= 95%",
+    doc: DOC,
+    run,
+};
+
+const DOC: &str = "\
+Ours only; kube-runtime has no plugin writes to compare with. One Rust plugin (`annotate`) \
+patches every pod of the initial list once (a JSON merge patch adding one annotation), through \
+the `kube` capability exactly as the host runs a manifest with `[[write]] resource = \"v1/pods\" \
+verbs = [\"patch\"]` and `write_qps = 0` (the rate limit off): each call is checked against the \
+grant and sent over kube-client, one at a time from the plugin's own thread. Patches per second \
+are counted from the simulator's request log (first to last patch of the round, every pod \
+patched exactly once); the request time is the runtime's own histogram (grant check to answer); \
+the time between patches at the server is the whole cycle of one event (the plugin's work, its \
+request and the answer). Isolation: a native no-op neighbour drains a held burst alone, then \
+beside the writer whose API server accepts connections and never answers (each of its calls \
+ends in `timeout` after `write_timeout_ms`); the neighbour's rate beside it over its rate alone, \
+round by round, should stay at 95% or more.";
+
+/// What one writing round measured.
+struct Writes {
+    /// Patches per second at the server.
+    rate: f64,
+    /// Request time at the plugin, microseconds.
+    p50_us: f64,
+    p99_us: f64,
+    /// Time between consecutive patches at the server, microseconds.
+    gap_p50_us: f64,
+    gap_p99_us: f64,
+}
+
+fn writer(key: &str) -> Result<HandlerSpec> {
+    let mut h = handler(
+        "writer",
+        HandlerKind::Wasm {
+            path: wasm::plugin_path("annotate")?,
+            config: serde_json::json!({ "key": key }).to_string(),
+            timeout_ms: 60_000,
+        },
+    );
+    h.tracked = true;
+    Ok(h)
+}
+
+fn writes_round(fx: &Fixture, key: &str) -> Result<Writes> {
+    let mut spec = ours(fx, vec![writer(key)?]);
+    spec.ours.writes = true;
+    let mark = fx.request_mark();
+    let (child, r) = super::spawn(fx, &spec)?;
+    child.exit();
+    let mut patches: Vec<_> = fx
+        .requests_since(mark)
+        .into_iter()
+        .filter(|q| q.method == "PATCH" && q.body.contains(key))
+        .collect();
+    patches.sort_by_key(|q| q.seq);
+    let ok = patches.iter().filter(|q| q.status == 200).count();
+    ensure!(
+        patches.len() == fx.pods() && ok == patches.len(),
+        "{} patches ({ok} answered 200) for {} pods",
+        patches.len(),
+        fx.pods()
+    );
+    let api = r
+        .api
+        .iter()
+        .find(|a| a.name == "writer")
+        .ok_or_else(|| anyhow::anyhow!("the side reported no API timing for the writer"))?;
+    ensure!(
+        api.requests as usize >= patches.len() && api.denied == 0,
+        "the plugin counted {} requests ({} denied) for {} patches",
+        api.requests,
+        api.denied,
+        patches.len()
+    );
+    let (first, last) = (patches[0].at_micros, patches[patches.len() - 1].at_micros);
+    let gaps: Vec<f64> = patches
+        .windows(2)
+        .map(|w| w[1].at_micros.saturating_sub(w[0].at_micros) as f64)
+        .collect();
+    Ok(Writes {
+        rate: (patches.len() - 1) as f64 / ((last - first).max(1) as f64 / 1e6),
+        p50_us: api.p50_us as f64,
+        p99_us: api.p99_us as f64,
+        gap_p50_us: quantile(&gaps, 0.5).unwrap_or(0.0),
+        gap_p99_us: quantile(&gaps, 0.99).unwrap_or(0.0),
+    })
+}
+
+fn ms(us: f64) -> String {
+    format!("{:.2}", us / 1000.0)
+}
+
+/// Runs B9.
+pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
+    let p = &ctx.plan;
+    let mut rows = Vec::new();
+
+    // Writes.
+    let fx = Fixture::new(&ctx.rt, p.b9_pods, Mix::Default)?;
+    let mut round = 0;
+    let arms = [Arm {
+        name: "writer",
+        it: (),
+    }];
+    let s = rounds::run("B9", p.rounds, &arms, |_| {
+        round += 1;
+        writes_round(&fx, &format!("bench.wasm-informer.dev/round-{round}"))
+    });
+    fx.shutdown(&ctx.rt);
+    let s = s?;
+    let w = s.of("writer");
+    let col = |f: fn(&Writes) -> f64| w.iter().map(f).collect::<Vec<f64>>();
+    rows.push(Row {
+        id: "B9",
+        what: format!(
+            "1 Rust plugin patching each of {} pods: patches/s, rate limit off",
+            p.b9_pods
+        ),
+        ours: show_in(&col(|x| x.rate), 0, "patches/s"),
+        peer: "-".into(),
+        ratio: "-".into(),
+        target: "-".into(),
+        verdict: Verdict::Info,
+        note: "JSON merge patches, one at a time from the plugin's thread, counted at the simulator; every pod patched exactly once per round.".into(),
+    });
+    rows.push(Row {
+        id: "B9",
+        what: "request time at the plugin, p50 / p99 (grant check to answer)".into(),
+        ours: format!(
+            "{} / {} ms",
+            show(&col(|x| x.p50_us), ms),
+            show(&col(|x| x.p99_us), ms)
+        ),
+        peer: "-".into(),
+        ratio: "-".into(),
+        target: "-".into(),
+        verdict: Verdict::Info,
+        note: "The runtime's API request histogram (`wasm_informer_plugin_api_request_duration_seconds`), read at sync.".into(),
+    });
+    rows.push(Row {
+        id: "B9",
+        what: "time between two patches at the server, p50 / p99 (one event's whole cycle)".into(),
+        ours: format!(
+            "{} / {} ms",
+            show(&col(|x| x.gap_p50_us), ms),
+            show(&col(|x| x.gap_p99_us), ms)
+        ),
+        peer: "-".into(),
+        ratio: "-".into(),
+        target: "-".into(),
+        verdict: Verdict::Info,
+        note:
+            "From the simulator's request log: the plugin's own work, its request and the answer."
+                .into(),
+    });
+
+    // Isolation from a hanging API server.
+    let mut fx = Fixture::new(&ctx.rt, p.b9_pods, Mix::Default)?;
+    fx.calibrate(p.b9_events)?;
+    let neighbour = handler("neighbour", HandlerKind::NoopNative);
+    let arms = [
+        Arm {
+            name: "alone",
+            it: false,
+        },
+        Arm {
+            name: "beside",
+            it: true,
+        },
+    ];
+    let cap = p.b9_events + p.b9_pods;
+    let mut notes = Vec::new();
+    let s = rounds::run("B9", p.rounds, &arms, |a| {
+        let mut handlers = vec![neighbour.clone()];
+        if a.it {
+            let mut w = writer("bench.wasm-informer.dev/hang")?;
+            // Not waited for: its calls never get an answer.
+            w.tracked = false;
+            handlers.push(w);
+        }
+        let mut spec = ours(&fx, handlers);
+        spec.ours.writes = a.it;
+        spec.ours.writes_hang = a.it;
+        spec.ours.queue_capacity = cap;
+        let d = drain_rate_of(&fx, &spec, p.b9_events, "neighbour")?;
+        notes.extend(d.notes);
+        Ok(d.rate)
+    });
+    fx.shutdown(&ctx.rt);
+    let s = s?;
+    notes.dedup();
+    let share = Spread::ratio(s.of("beside"), s.of("alone"));
+    rows.push(Row {
+        id: "B9",
+        what: "native neighbour's drain rate beside a plugin blocked on a hanging API server".into(),
+        ours: format!(
+            "{} alone, {} beside",
+            show_in(s.of("alone"), 0, "events/s"),
+            show_in(s.of("beside"), 0, "events/s")
+        ),
+        peer: "-".into(),
+        ratio: share.as_ref().map_or_else(|| "-".into(), |x| x.percent()),
+        target: ">= 95%".into(),
+        verdict: Target::AtLeast(0.95).judge(share.as_ref()),
+        note: format!(
+            "{} events in a held burst; the writer's API server accepts connections and never answers.{}",
+            p.b9_events,
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", notes.join("; "))
+            }
+        ),
+    });
+    Ok(rows)
+}
