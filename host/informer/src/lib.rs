@@ -161,6 +161,9 @@ pub mod registry;
 // The cache as consumers query it.
 pub mod cache_view;
 
+// Controllers: a work queue of keys fed by listeners, and its workers.
+pub mod workqueue;
+
 pub use cache_view::{CacheError, CacheView};
 pub use handler::{from_fn, Delivery, Handled, Handler, HandlerOptions, HandlerOptionsError};
 pub use indexer::{IndexSpec, Indexer};
