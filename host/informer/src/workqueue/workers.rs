@@ -83,8 +83,10 @@ pub trait Reconcile<K>: Send + 'static {
 
     /// The name of a dedicated thread for this worker, or `None` (the
     /// default) for a tokio task. A reconciler whose calls block (a Wasm
-    /// instance run synchronously) asks for one; the thread runs with the
-    /// spawning runtime entered, so tokio timers work on it.
+    /// instance run synchronously) asks for one. On that thread there is no
+    /// tokio runtime context (the worker enters the spawning runtime only
+    /// while it waits on the queue); a reconciler that needs timers keeps a
+    /// runtime handle of its own.
     fn own_thread(&self) -> Option<String> {
         None
     }
@@ -321,7 +323,14 @@ impl<K: QueueKey> Workers<K> {
         let rt = tokio::runtime::Handle::current();
         let mut running = Vec::with_capacity(reconcilers.len());
         for (i, r) in reconcilers.into_iter().enumerate() {
-            let work = run_worker(queue.clone(), r, gate.clone(), shared.clone(), i);
+            let work = run_worker(
+                queue.clone(),
+                r,
+                gate.clone(),
+                shared.clone(),
+                i,
+                rt.clone(),
+            );
             running.push(spawn(work, rt.clone()));
         }
         Self {
@@ -412,14 +421,12 @@ where
     // here to fall back on if the thread cannot be started.
     let slot = Arc::new(parking_lot::Mutex::new(Some(w.future)));
     let theirs = slot.clone();
-    let rt2 = rt.clone();
     let started = std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
             let Some(future) = theirs.lock().take() else {
                 return;
             };
-            let _in_rt = rt2.enter();
             futures::executor::block_on(future);
         });
     match started {
@@ -438,6 +445,7 @@ fn run_worker<K, R>(
     gate: Arc<StartGate>,
     shared: Arc<Shared>,
     index: usize,
+    rt: tokio::runtime::Handle,
 ) -> WorkerFuture<impl Future<Output = ()> + Send + 'static>
 where
     K: QueueKey,
@@ -455,7 +463,7 @@ where
                 _ = shared.stopped() => return,
             }
             let item = tokio::select! {
-                i = queue.get() => i,
+                i = Entered::new(&rt, queue.get()) => i,
                 _ = shared.stopped() => None,
             };
             let Some(item) = item else { return };
@@ -474,6 +482,34 @@ where
         }
     };
     WorkerFuture { future, thread }
+}
+
+/// A future polled with a runtime entered: the queue's timers need one, and
+/// a worker on its own thread has none otherwise.
+struct Entered<'a, F> {
+    rt: &'a tokio::runtime::Handle,
+    inner: std::pin::Pin<Box<F>>,
+}
+
+impl<'a, F: Future> Entered<'a, F> {
+    fn new(rt: &'a tokio::runtime::Handle, inner: F) -> Self {
+        Self {
+            rt,
+            inner: Box::pin(inner),
+        }
+    }
+}
+
+impl<F: Future> Future for Entered<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let _in_rt = self.rt.enter();
+        self.inner.as_mut().poll(cx)
+    }
 }
 
 /// controller-runtime's result handling, before `done`.
