@@ -20,6 +20,10 @@ use serde::Deserialize;
 use toml::Spanned;
 use wasm_informer_runtime::capability::kube::{KubeSettings, WriteGrant};
 
+mod controller;
+
+pub use controller::{ControllerSpec, WatchBy, WatchSpec, MAX_WORKERS};
+
 /// Default address of the metrics and health endpoints.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9898";
 
@@ -630,12 +634,19 @@ pub struct PluginManifest {
     /// What the plugin may do on the API server (`[[write]]`, `events`,
     /// `dry_run`) and how its calls are paced and bounded.
     pub kube: KubeSettings,
+    /// Set for a controller (a manifest with `for`): its triggers, workers
+    /// and retry limiter. Its `resources` is then empty.
+    pub controller: Option<ControllerSpec>,
 }
 
 impl PluginManifest {
-    /// Resource ids the plugin subscribes to.
+    /// Resource ids the plugin subscribes to (a controller: every resource
+    /// its triggers watch).
     pub fn resource_ids(&self) -> Vec<String> {
-        self.resources.iter().map(|r| r.value.clone()).collect()
+        match &self.controller {
+            Some(c) => c.resource_ids(),
+            None => self.resources.iter().map(|r| r.value.clone()).collect(),
+        }
     }
 
     /// Resource ids the plugin may read: `resources` plus `read`, deduplicated.
@@ -670,7 +681,16 @@ impl PluginManifest {
 struct RawManifest {
     name: Spanned<String>,
     wasm: Spanned<String>,
-    resources: Spanned<Vec<Spanned<String>>>,
+    resources: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(rename = "for")]
+    for_: Option<Spanned<String>>,
+    owns: Option<Spanned<Vec<Spanned<String>>>>,
+    watches: Option<Vec<controller::RawWatch>>,
+    workers: Option<Spanned<u64>>,
+    retry_base_delay_ms: Option<Spanned<u64>>,
+    retry_max_delay_ms: Option<Spanned<u64>>,
+    retry_qps: Option<Spanned<f64>>,
+    retry_burst: Option<Spanned<u64>>,
     namespace: Option<Spanned<String>>,
     label_selector: Option<Spanned<String>>,
     read: Option<Vec<Spanned<String>>>,
@@ -842,16 +862,24 @@ impl PluginManifest {
             ));
         }
 
-        if raw.resources.get_ref().is_empty() {
-            return Err(ConfigError::at(
-                &src,
-                raw.resources.span(),
-                "resources",
-                "must list at least one resource, for example [\"v1/pods\"]",
-            ));
-        }
+        let controller = controller::controller_spec(&src, &raw)?;
+        let listed: &[Spanned<String>] = match (&raw.resources, &controller) {
+            (_, Some(_)) => &[],
+            (Some(r), None) if !r.get_ref().is_empty() => r.get_ref(),
+            (r, None) => {
+                return Err(ConfigError {
+                    file: path.to_path_buf(),
+                    position: Some(line_col(
+                        text,
+                        r.as_ref().map_or(raw.name.span(), |r| r.span()).start,
+                    )),
+                    key: Some("resources".into()),
+                    reason: "must list at least one resource, for example [\"v1/pods\"] (an event handler), or name the resource to reconcile with `for = \"GROUP/VERSION/PLURAL\"` (a controller)".into(),
+                })
+            }
+        };
         let mut resources: Vec<Located<String>> = Vec::new();
-        for r in raw.resources.get_ref() {
+        for r in listed {
             check_resource_id(r.get_ref())
                 .map_err(|e| ConfigError::at(&src, r.span(), "resources", e))?;
             if resources.iter().any(|x| &x.value == r.get_ref()) {
@@ -930,6 +958,7 @@ impl PluginManifest {
             limits,
             config_json,
             kube,
+            controller,
         })
     }
 }

@@ -288,7 +288,7 @@ verbs = ["create", "replace", "get"]
         assert!(!p.namespaced.contains_key("team-c"));
         let yaml = render(&p, &RbacNames::default(), "config");
         assert!(yaml.contains("kind: ClusterRole\n"), "{yaml}");
-        assert_eq!(yaml.matches("kind: Role\n").count(), 2, "{yaml}");
+        assert_eq!(yaml.matches("\nkind: Role\n").count(), 2, "{yaml}");
         assert_eq!(yaml.matches("kind: RoleBinding\n").count(), 2, "{yaml}");
     }
 }
