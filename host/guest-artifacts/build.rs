@@ -27,6 +27,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("api-probe", "API_PROBE"),
     ("noop-controller", "NOOP_CONTROLLER"),
     ("reconcile-probe", "RECONCILE_PROBE"),
+    ("event-log", "EVENT_LOG"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),

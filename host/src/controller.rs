@@ -11,21 +11,32 @@
 //! versions never reconcile one key at once. [`ControllerPart::stop`] lets
 //! the reconciles in progress finish and starts no other.
 //!
+//! In leader or sharded mode (`[cluster]`), the controller follows the
+//! cluster's ownership predicate as event handlers do: the `for` and `owns`
+//! listeners carry it (children hash with their controller, so an owned
+//! object arrives where its owner is reconciled), `[[watches]]` triggers and
+//! the workers check each primary key against it ([`OwnedKeys`]), and on a
+//! change the queue drops the keys it lost and the hand-over waits for their
+//! reconciles in progress (I10).
+//!
 //! Invariants:
-//! - The queue's only input is the triggers, through an optional
-//!   [`KeyFilter`] (the hook for a sharded or leader-elected host).
+//! - The queue's only input is the triggers; in a cluster mode each key they
+//!   queue is one this replica owns.
 //! - Nothing of a version is left running if any step of its start fails.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
-use kube_informer::workqueue::{KeyFilter, StartGate, WorkQueue, Workers};
-use kube_informer::{HandlerOptions, InformerRegistry, Registration};
+use kube_informer::workqueue::{
+    Admit, KeyFilter, OwnedKeys, StartGate, WorkQueue, WorkerOptions, Workers,
+};
+use kube_informer::{CacheView, HandlerOptions, InformerRegistry, Registration};
 use wasm_informer_runtime::{
     HostServices, LoadedPlugin, PluginEngine, PluginStatus, ReconcileWorker,
 };
 
+use crate::cluster::Cluster;
 use crate::config::{ControllerSpec, PluginManifest, WatchBy};
 use crate::report::ControllerReport;
 
@@ -46,6 +57,8 @@ pub struct ControllerPart {
     triggers: Vec<Registration>,
     registry: Arc<InformerRegistry>,
     opener: Option<tokio::task::JoinHandle<()>>,
+    /// In a cluster mode: the keys this replica owns (followed on change).
+    _owned: Option<Arc<OwnedKeys>>,
 }
 
 impl std::fmt::Debug for ControllerPart {
@@ -58,8 +71,8 @@ impl std::fmt::Debug for ControllerPart {
 }
 
 impl ControllerPart {
-    /// Starts the workers (held) and subscribes the triggers. `filter`, if
-    /// any, decides which keys this host queues.
+    /// Starts the workers (held) and subscribes the triggers. With
+    /// `cluster`, only the keys this replica owns are queued and reconciled.
     pub async fn start(
         registry: &Arc<InformerRegistry>,
         engine: Arc<PluginEngine>,
@@ -67,13 +80,14 @@ impl ControllerPart {
         services: HostServices,
         manifest: &PluginManifest,
         status: Arc<PluginStatus>,
-        filter: Option<Arc<dyn KeyFilter>>,
+        cluster: Option<&Arc<Cluster>>,
     ) -> Result<Self, String> {
         let spec = manifest
             .controller
             .clone()
             .ok_or_else(|| format!("{}: not a controller manifest", manifest.file.display()))?;
         let primary = spec.primary.value.clone();
+        let cache: Arc<dyn CacheView> = registry.clone();
         let reconcilers = ReconcileWorker::start_all(
             engine,
             loaded,
@@ -85,10 +99,35 @@ impl ControllerPart {
         .await
         .map_err(|e| format!("{}: {e}", manifest.wasm.display()))?;
         let queue = WorkQueue::<Arc<str>>::new(spec.rate_limiter);
+        // Sharding hashes objects with their resource's kind: learn every
+        // trigger's before subscribing (the leases keep the informers up
+        // until then).
+        let mut _kinds = Vec::new();
+        if let Some(c) = cluster {
+            for r in spec.resource_ids() {
+                _kinds.push(c.learn_resource(registry, &r).await);
+            }
+        }
+        let ownership = cluster.map(|c| c.ownership().clone());
+        let owned = ownership
+            .as_ref()
+            .map(|o| OwnedKeys::follow(o.clone(), cache.clone(), &primary, &queue));
+        let filter: Option<Arc<dyn KeyFilter>> = owned.clone().map(|o| o as Arc<dyn KeyFilter>);
+        let admit: Option<Admit<Arc<str>>> = filter.clone().map(|f| {
+            let primary = primary.clone();
+            Arc::new(move |k: &Arc<str>| f.admits(&primary, k)) as Admit<Arc<str>>
+        });
         let gate = StartGate::new();
-        let workers =
-            Workers::spawn_gated(queue.clone(), reconcilers, &manifest.name, gate.clone());
-        let options = |resync: bool, selector: bool| HandlerOptions {
+        let workers = Workers::spawn_with(
+            queue.clone(),
+            reconcilers,
+            WorkerOptions {
+                name: manifest.name.clone(),
+                gate: gate.clone(),
+                admit,
+            },
+        );
+        let options = |resync: bool, selector: bool, follow: bool| HandlerOptions {
             name: manifest.name.clone(),
             queue_capacity: TRIGGER_QUEUE,
             resync: (resync && manifest.limits.resync_seconds > 0)
@@ -99,17 +138,24 @@ impl ControllerPart {
             } else {
                 None
             },
+            ownership: if follow { ownership.clone() } else { None },
         };
-        let trigger = |map: KeyMap| {
+        // `for` and `owns` listeners carry the predicate; `watches` objects
+        // hash apart from their primary, so their keys are filtered instead.
+        let trigger = |map: KeyMap, filtered: bool| {
             let t = Enqueue::new(queue.clone(), &primary, map);
-            match &filter {
-                Some(f) => t.with_filter(f.clone()),
-                None => t,
+            match (&filter, filtered) {
+                (Some(f), true) => t.with_filter(f.clone()),
+                _ => t,
             }
         };
         let mut triggers = Vec::new();
         let reg = registry
-            .add_handler(&primary, trigger(KeyMap::Primary), options(true, true))
+            .add_handler(
+                &primary,
+                trigger(KeyMap::Primary, false),
+                options(true, true, true),
+            )
             .await
             .map_err(|e| {
                 manifest
@@ -131,7 +177,11 @@ impl ControllerPart {
                 namespaced,
             };
             let reg = registry
-                .add_handler(&owned.value, trigger(map), options(false, false))
+                .add_handler(
+                    &owned.value,
+                    trigger(map, false),
+                    options(false, false, true),
+                )
                 .await
                 .map_err(|e| {
                     manifest
@@ -152,7 +202,11 @@ impl ControllerPart {
                 },
             };
             let reg = registry
-                .add_handler(&w.resource.value, trigger(map), options(false, false))
+                .add_handler(
+                    &w.resource.value,
+                    trigger(map, true),
+                    options(false, false, false),
+                )
                 .await
                 .map_err(|e| {
                     manifest
@@ -173,6 +227,7 @@ impl ControllerPart {
             triggers,
             registry: registry.clone(),
             opener: None,
+            _owned: owned,
         })
     }
 

@@ -31,7 +31,7 @@ use crate::drain::{Drain, DrainGate};
 use crate::kube_api::KubeApi;
 use crate::metrics::Observe;
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
-use crate::report::{InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
+use crate::report::{ApiReport, InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
 use kube_informer::cache_view::CacheView;
 use kube_informer::indexer::IndexSpec;
 use kube_informer::latency::{LatencyHistogram, TimedHandler};
@@ -46,17 +46,6 @@ use wasm_informer_runtime::{
     EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
     PluginStatus,
 };
-
-/// The hostname and the process id, so that processes on one machine differ.
-fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}-{}", std::process::id())
-}
 
 /// One subscription of a plugin version: a runner behind a listener.
 struct Part {
@@ -117,6 +106,12 @@ impl Slot {
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),
+            api: c.api.plus(&ApiReport {
+                requests: st.api.requests,
+                denied: st.api.denied,
+                dry_run: st.api.dry_run,
+                by_verb: st.api.by_verb.clone(),
+            }),
             ..Default::default()
         };
         r.delivered.added = c.delivered.added + st.delivered.added;
@@ -199,6 +194,9 @@ pub struct HostOptions {
     /// The host's identity, reported as the `reportingInstance` of Events
     /// (default: the hostname and the process id).
     pub identity: Option<String>,
+    /// Leader election or sharding: plugins receive only the keys this
+    /// replica delivers, and their `init` config says who they are.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// The running host.
@@ -270,8 +268,11 @@ impl Host {
             },
             ..InformerConfig::default()
         };
-        let api: Arc<dyn ClusterApi> =
-            KubeApi::new(client.clone(), tokio::runtime::Handle::current());
+        let api: Arc<dyn ClusterApi> = KubeApi::fenced(
+            client.clone(),
+            tokio::runtime::Handle::current(),
+            options.cluster.as_ref().map(|c| c.fence().clone()),
+        );
         let registry = InformerRegistry::new(client, informer_config);
         for (resource, indexes) in &config.host.indexers {
             for ix in indexes {
@@ -304,7 +305,10 @@ impl Host {
             _prewarm: Mutex::new(prewarm),
             watch: Mutex::new(None),
             reload_task: Mutex::new(None),
-            identity: options.identity.clone().unwrap_or_else(default_identity),
+            identity: options
+                .identity
+                .clone()
+                .unwrap_or_else(|| crate::cluster::resolve_identity(None)),
             options,
             api,
             grants: Mutex::new(BTreeMap::new()),
@@ -533,9 +537,13 @@ impl Host {
         manifest: &PluginManifest,
         previous: Option<(PluginReport, u64, Arc<LatencyHistogram>)>,
     ) -> Result<Slot, String> {
+        let config_json = match &self.options.cluster {
+            Some(c) => c.plugin_config(&manifest.config_json),
+            None => manifest.config_json.clone(),
+        };
         let spec = PluginSpec {
             name: manifest.name.clone(),
-            config_json: manifest.config_json.clone(),
+            config_json,
             read: manifest.readable(),
             limits: PluginLimits {
                 fuel_per_event: manifest.limits.fuel_per_event,
@@ -613,7 +621,7 @@ impl Host {
                 services.clone(),
                 manifest,
                 status.clone(),
-                None,
+                self.options.cluster.as_ref(),
             )
             .await
             .map_err(&restore)?;
@@ -629,6 +637,12 @@ impl Host {
             )
             .await
             .map_err(|e| restore(one_line(&format!("{}: {e}", manifest.wasm.display()))))?;
+            // Sharding needs the resource's kind before the listener's first
+            // snapshot; the lease keeps the informer up until it subscribes.
+            let _kind = match &self.options.cluster {
+                Some(c) => c.learn_resource(&self.registry, &r.value).await,
+                None => None,
+            };
             let drain = Drain::new();
             let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
             let lc = HandlerOptions {
@@ -638,6 +652,7 @@ impl Host {
                     .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
                 namespace: manifest.namespace.clone(),
                 label_selector: manifest.label_selector.clone(),
+                ownership: self.options.cluster.as_ref().map(|c| c.ownership().clone()),
             };
             let handle = self
                 .registry
@@ -843,6 +858,7 @@ impl Observe for Host {
             simulator_objects: BTreeMap::new(),
             reloads: sh.events.clone(),
             config_errors: sh.failures.values().map(|f| f.message.clone()).collect(),
+            cluster: self.options.cluster.as_ref().map(|c| c.report()),
         }
     }
 
@@ -856,6 +872,26 @@ impl Observe for Host {
         for f in self.shared.lock().failures.values() {
             reasons.push(format!("plugin failed to load: {}", f.message));
         }
+        if let Some(c) = &self.options.cluster {
+            reasons.extend(c.not_ready());
+        }
         reasons
+    }
+
+    fn cluster_lines(&self) -> Vec<String> {
+        self.options
+            .cluster
+            .as_ref()
+            .map(|c| c.status_lines())
+            .unwrap_or_default()
+    }
+
+    fn cluster_json(&self, with_keys: bool) -> Option<serde_json::Value> {
+        let c = self.options.cluster.as_ref()?;
+        let mut v = serde_json::to_value(c.report()).ok()?;
+        if with_keys {
+            v["owned_keys"] = serde_json::to_value(c.owned_keys()).ok()?;
+        }
+        Some(v)
     }
 }

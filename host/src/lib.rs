@@ -18,6 +18,9 @@ pub mod kube_api;
 pub mod reload;
 pub mod drain;
 
+// Replicas: leader election and sharding on Leases.
+pub mod cluster;
+
 // What the host reports.
 pub mod report;
 pub mod metrics;

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use wasm_informer::cli::{CheckArgs, Cli, Command, RbacArgs, RunArgs, SimArgs, StatusMode};
+use wasm_informer::cluster::{resolve_identity, Cluster};
 use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::{MetricsServer, Observe};
@@ -81,7 +82,7 @@ async fn termination() -> &'static str {
     }
 }
 
-async fn kube_client(context: Option<&str>) -> Result<kube::Client, Failure> {
+async fn kube_client(context: Option<&str>, identity: &str) -> Result<kube::Client, Failure> {
     let mut config = match context {
         Some(ctx) => {
             let opts = kube::config::KubeConfigOptions {
@@ -100,6 +101,12 @@ async fn kube_client(context: Option<&str>) -> Result<kube::Client, Failure> {
     };
     // The Reflector retries with its own backoff and honours Retry-After.
     config.default_retry = false;
+    // The API server's audit log (and the simulator's request log) can tell
+    // replicas apart by their user agent.
+    let agent = format!("wasm-informer/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(v) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, v));
+    }
     kube::Client::try_from(config)
         .map_err(|e| Failure::config(format!("cannot build a Kubernetes client: {e}")))
 }
@@ -137,6 +144,7 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(addr) = args.metrics_addr {
         config.host.metrics_addr = addr;
     }
+    let identity = resolve_identity(args.identity.as_deref());
     let mut sim = None;
     let client = if args.sim {
         let path = args
@@ -162,11 +170,14 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         sim = Some(s);
         c
     } else {
-        kube_client(args.context.as_deref()).await?
+        kube_client(args.context.as_deref(), &identity).await?
     };
 
+    let cluster = Cluster::new(&config.host.cluster, identity.clone(), client.clone());
     let options = HostOptions {
+        cluster: cluster.clone(),
         dry_run: args.dry_run,
+        identity: Some(identity),
         ..HostOptions::default()
     };
     if args.dry_run {
@@ -193,6 +204,14 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         host.plugin_names().len(),
         host.plugin_names().join(", ")
     );
+    if let Some(c) = &cluster {
+        c.start(host.registry());
+        eprintln!(
+            "wasm-informer: {} mode as {}; plugins receive events once this replica leads or holds its shard",
+            c.mode().as_str(),
+            c.identity()
+        );
+    }
 
     let show_status = match args.status {
         StatusMode::Always => true,
@@ -230,7 +249,15 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         }
         sim_counts = s.object_counts();
     }
+    // Fence shut and delivery stopped first; the lease is given up only after
+    // the plugins drained, so that no other replica acts while one still does.
+    if let Some(c) = &cluster {
+        c.stop_delivery().await;
+    }
     let mut report = host.shutdown().await;
+    if let Some(c) = &cluster {
+        c.release().await;
+    }
     report.simulator_objects = sim_counts;
     metrics.stop().await;
     if let Some(path) = &args.report {

@@ -46,6 +46,16 @@ pub trait Observe: Send + Sync + 'static {
     fn report(&self) -> Report;
     /// Why the host is not ready; empty when it is.
     fn not_ready(&self) -> Vec<String>;
+    /// Lines describing this replica's role and shard, for `/readyz`
+    /// (empty outside leader or sharded mode).
+    fn cluster_lines(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// This replica's role and shard as JSON for `/cluster` (with the keys
+    /// it delivers when asked), or `None` outside leader or sharded mode.
+    fn cluster_json(&self, _with_keys: bool) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Renders a snapshot source as Prometheus metrics.
@@ -167,6 +177,42 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &per_plugin(&|p| p.queue_depth_max as f64),
         )?;
+        let mut api = Vec::new();
+        for (n, p) in &plugins {
+            for (verb, codes) in &p.api.by_verb {
+                for (code, v) in codes {
+                    api.push((
+                        vec![
+                            ("plugin", n.as_str()),
+                            ("verb", verb.as_str()),
+                            ("code", code.as_str()),
+                        ],
+                        *v as f64,
+                    ));
+                }
+            }
+        }
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_requests",
+            "API requests a plugin made, by verb and outcome (HTTP status code, or timeout, unavailable, rate-limited).",
+            MetricType::Counter,
+            &api,
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_denied",
+            "API calls refused by the plugin's grants (nothing was sent).",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.denied as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_dry_run",
+            "API requests sent as dry runs.",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.dry_run as f64),
+        )?;
         let mut states = Vec::new();
         for (n, p) in &plugins {
             for s in PLUGIN_STATES {
@@ -269,6 +315,85 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &[(vec![], r.config_errors.len() as f64)],
         )?;
+        if let Some(c) = &r.cluster {
+            let leader = f64::from(u8::from(c.role == "leader"));
+            family(
+                &mut enc,
+                "wasm_informer_leader",
+                "1 while this replica holds the election lease (leader mode), or a ring lease (sharded mode).",
+                MetricType::Gauge,
+                &[(
+                    vec![("mode", c.mode.as_str()), ("identity", c.identity.as_str())],
+                    if c.mode == "sharded" {
+                        f64::from(u8::from(matches!(c.role.as_str(), "member" | "settling")))
+                    } else {
+                        leader
+                    },
+                )],
+            )?;
+            let shard_keys: Vec<(Labels<'_>, f64)> = c
+                .shard_keys
+                .iter()
+                .map(|(res, n)| (vec![("resource", res.as_str())], *n as f64))
+                .collect();
+            family(
+                &mut enc,
+                "wasm_informer_shard_keys",
+                "Cached keys this replica delivers to its plugins, per resource.",
+                MetricType::Gauge,
+                &shard_keys,
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_shard_owned_ratio",
+                "Share of the keys this replica delivers (0 to 1).",
+                MetricType::Gauge,
+                &[(vec![], c.owned_fraction)],
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_ring_members",
+                "Live members this replica sees (leader mode: the leader, if any).",
+                MetricType::Gauge,
+                &[(vec![], c.members.len() as f64)],
+            )?;
+            let members: Vec<(Labels<'_>, f64)> = c
+                .members
+                .iter()
+                .map(|m| (vec![("member", m.as_str())], 1.0))
+                .collect();
+            family(
+                &mut enc,
+                "wasm_informer_ring_member",
+                "1 for each live member this replica sees.",
+                MetricType::Gauge,
+                &members,
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_shard_handovers",
+                "Changes of what this replica delivers.",
+                MetricType::Counter,
+                &[(vec![], c.handovers as f64)],
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_shard_keys_moved",
+                "Cached keys gained (replayed) or released by this replica.",
+                MetricType::Counter,
+                &[
+                    (vec![("direction", "gained")], c.keys_gained as f64),
+                    (vec![("direction", "released")], c.keys_released as f64),
+                ],
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_fence_open",
+                "1 while writes from this replica may be sent.",
+                MetricType::Gauge,
+                &[(vec![], f64::from(u8::from(c.fence_open)))],
+            )?;
+        }
         family(
             &mut enc,
             "wasm_informer_ready",
@@ -480,7 +605,8 @@ async fn healthz() -> &'static str {
 
 async fn readyz(State(source): State<Arc<dyn Observe>>) -> impl IntoResponse {
     let reasons = source.not_ready();
-    if reasons.is_empty() {
+    let cluster = source.cluster_lines();
+    let (code, mut body) = if reasons.is_empty() {
         (StatusCode::OK, "ready\n".to_string())
     } else {
         let mut body = String::from("not ready:\n");
@@ -490,6 +616,33 @@ async fn readyz(State(source): State<Arc<dyn Observe>>) -> impl IntoResponse {
             body.push('\n');
         }
         (StatusCode::SERVICE_UNAVAILABLE, body)
+    };
+    for l in cluster {
+        body.push_str(&l);
+        body.push('\n');
+    }
+    (code, body)
+}
+
+/// `/cluster`: this replica's role and shard as JSON; `?keys=1` adds the
+/// cached keys it delivers now, by resource. 404 outside leader or sharded
+/// mode.
+async fn cluster(
+    State(source): State<Arc<dyn Observe>>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
+) -> impl IntoResponse {
+    let with_keys = q.is_some_and(|q| q.split('&').any(|p| p == "keys=1" || p == "keys=true"));
+    match tokio::task::spawn_blocking(move || source.cluster_json(with_keys)).await {
+        Ok(Some(v)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            v.to_string(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "application/json")],
+            r#"{"error":"not running in leader or sharded mode"}"#.to_string(),
+        ),
     }
 }
 
@@ -499,6 +652,7 @@ pub fn router(source: Arc<dyn Observe>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/cluster", get(cluster))
         .with_state(source)
 }
 

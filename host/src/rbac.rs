@@ -289,6 +289,6 @@ verbs = ["create", "replace", "get"]
         let yaml = render(&p, &RbacNames::default(), "config");
         assert!(yaml.contains("kind: ClusterRole\n"), "{yaml}");
         assert_eq!(yaml.matches("\nkind: Role\n").count(), 2, "{yaml}");
-        assert_eq!(yaml.matches("kind: RoleBinding\n").count(), 2, "{yaml}");
+        assert_eq!(yaml.matches("\nkind: RoleBinding\n").count(), 2, "{yaml}");
     }
 }

@@ -30,7 +30,10 @@
 //!   changed (I4), and still ends with every object's final state (I5). A
 //!   handler added at any time first gets the current cache as its initial
 //!   state, then live changes, with no gap and no duplicate (I6). Each handler
-//!   may have its own resync period, namespace and label selector.
+//!   may have its own resync period, namespace and label selector, and an
+//!   ownership predicate shared with other handlers ([`Ownership`]): keys the
+//!   predicate gains arrive as a replay and keys it loses stop arriving, which
+//!   is what leader election and sharding build on.
 //!
 //! # Example
 //!
@@ -148,6 +151,7 @@ pub mod delta_fifo;
 pub mod indexer;
 pub mod processor;
 pub mod listener;
+pub mod ownership;
 pub mod latency;
 pub mod handler;
 pub mod registration;
@@ -171,6 +175,7 @@ pub use indexer::{IndexSpec, Indexer};
 pub use informer::{InformerBuilder, InformerConfig, InformerError, SharedInformer};
 pub use notification::{EventKind, Notification, NotificationRef};
 pub use object::{Object, ObjectRef, Transform};
+pub use ownership::{Follower, FollowerWait, Handover, Ownership, Owns};
 pub use registration::Registration;
 #[cfg(feature = "client")]
 pub use registry::{InformerLease, InformerRegistry};

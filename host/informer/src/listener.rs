@@ -27,6 +27,11 @@
 //!   before the informer's first list is complete gets that list the same way:
 //!   as one snapshot when the informer syncs (adds flagged `in_initial_list`,
 //!   in cache order rather than list order).
+//! - Ownership (see [`crate::ownership`]): a listener registered with an
+//!   [`crate::ownership::Ownership`] queues only notifications of objects its
+//!   predicate owns, and a change of predicate is applied while the dispatcher
+//!   is excluded, so that a gained key's replay and its live events neither
+//!   overlap nor leave a gap.
 
 #![warn(missing_docs)]
 
@@ -38,7 +43,7 @@ use std::time::Instant;
 
 use crate::latency::LatencyHistogram;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tokio::sync::Notify;
 use wasm_informer_selector::LabelSelector;
@@ -47,6 +52,7 @@ use crate::handler::{Delivery, Handler, HandlerOptions, HandlerOptionsError};
 use crate::indexer::Indexer;
 use crate::notification::{EventKind, Notification, NotificationRef};
 use crate::object::{Object, ObjectMeta, ObjectRef};
+use crate::ownership::Owns;
 
 /// Live counters of one listener; plain atomics, readable at any time.
 #[derive(Debug, Default)]
@@ -196,6 +202,23 @@ struct State {
     /// Set when the informer has synced and the listener got the cache:
     /// HasSynced needs `consumed >= target`.
     sync_target: Option<u64>,
+    /// Objects of the batch in the handler's hands (empty when idle), so that
+    /// an ownership change knows whether it must wait for that batch.
+    in_hand: Vec<ObjectRef>,
+    /// Batches taken, and the number of the last one finished.
+    batch_seq: u64,
+    done_seq: u64,
+}
+
+/// What an ownership change did to one listener.
+pub(crate) struct Rebased {
+    /// Cached keys queued as a replay.
+    pub(crate) gained: u64,
+    /// Cached keys no longer delivered.
+    pub(crate) released: u64,
+    /// The batch in the handler's hands holds a key no longer owned: the
+    /// change is complete once batch number `wait_for` is finished.
+    pub(crate) wait_for: Option<u64>,
 }
 
 /// The part of a listener shared between the dispatcher and its task.
@@ -212,6 +235,11 @@ pub(crate) struct ListenerShared {
     /// Set by the processor when this listener is due a resync.
     pub(crate) resync_due: AtomicBool,
     pub(crate) next_resync: Mutex<Option<tokio::time::Instant>>,
+    /// The ownership predicate this listener applies (`None`: owns
+    /// everything). Changed only with the dispatcher excluded.
+    owns: RwLock<Option<Arc<dyn Owns>>>,
+    /// Signalled when a batch is finished or the listener closes.
+    finished: Notify,
 }
 
 impl ListenerShared {
@@ -233,8 +261,135 @@ impl ListenerShared {
             synced: AtomicBool::new(false),
             resync_due: AtomicBool::new(false),
             next_resync: Mutex::new(None),
+            owns: RwLock::new(None),
+            finished: Notify::new(),
             config,
         })
+    }
+
+    /// Installs the ownership predicate of a listener not yet registered with
+    /// the processor.
+    pub(crate) fn install_owns(&self, p: Arc<dyn Owns>) {
+        *self.owns.write() = Some(p);
+    }
+
+    /// Whether this listener's ownership predicate owns `o`.
+    fn owned(&self, o: &Object) -> bool {
+        self.owns
+            .read()
+            .as_ref()
+            .is_none_or(|p| p.owns(&self.resource, o))
+    }
+
+    /// Drops a notification of a key this listener does not own. An update
+    /// that brings an object into ownership (its controller changed) becomes
+    /// an add; one that takes it out is dropped, like any released key.
+    fn keep_owned(&self, n: NotificationRef) -> Option<NotificationRef> {
+        let guard = self.owns.read();
+        let Some(p) = guard.as_ref() else {
+            return Some(n);
+        };
+        let new_in = p.owns(&self.resource, &n.object);
+        if n.kind != EventKind::Updated {
+            return new_in.then_some(n);
+        }
+        let old_in = n.old.as_ref().map_or(new_in, |o| p.owns(&self.resource, o));
+        match (old_in, new_in) {
+            (_, false) => None,
+            (true, true) => Some(n),
+            (false, true) => Some(Arc::new(Notification {
+                kind: EventKind::Added,
+                old: None,
+                ..(*n).clone()
+            })),
+        }
+    }
+
+    /// Applies a new ownership predicate (the caller holds no gate): drops
+    /// what is queued, pending or replayed for keys `next` does not own, and
+    /// queues the cached objects of keys it owns and `previous` did not as a
+    /// replay, with the dispatcher excluded.
+    pub(crate) fn rebase(&self, previous: &dyn Owns, next: &Arc<dyn Owns>) -> Rebased {
+        let _gate = self.gate.lock.lock();
+        *self.owns.write() = Some(next.clone());
+        let res: &str = &self.resource;
+        let informer_synced = self.gate.synced.load(Ordering::Acquire);
+        let mut gained = Vec::new();
+        let mut released = 0u64;
+        if informer_synced {
+            for o in self.gate.indexer.snapshot() {
+                if !self.wants(&o) {
+                    continue;
+                }
+                match (previous.owns(res, &o), next.owns(res, &o)) {
+                    (false, true) => gained.push(o),
+                    (true, false) => released += 1,
+                    _ => {}
+                }
+            }
+        }
+        let mut st = self.state.lock();
+        if st.closed {
+            return Rebased {
+                gained: 0,
+                released,
+                wait_for: None,
+            };
+        }
+        let before = st.queue.len() + st.replay.len();
+        st.queue.retain(|(n, _)| next.owns(res, &n.object));
+        st.replay.retain(|o| next.owns(res, o));
+        let dropped = before - (st.queue.len() + st.replay.len());
+        st.consumed += dropped as u64;
+        let indexer = &self.gate.indexer;
+        st.dirty.retain(|key, e| {
+            let obj = indexer
+                .get(key)
+                .or_else(|| e.tomb.clone())
+                .unwrap_or_else(|| tombstone(key));
+            next.owns(res, &obj)
+        });
+        let n_gained = gained.len() as u64;
+        if !gained.is_empty() {
+            if st.replay.is_empty() {
+                st.replay_since = Some(Instant::now());
+            }
+            st.accepted += n_gained;
+            st.replay.extend(gained);
+        }
+        let wait_for = st
+            .in_hand
+            .iter()
+            .any(|o| !next.owns(res, o))
+            .then_some(st.batch_seq);
+        self.check_synced(&st);
+        self.set_depth(&st);
+        drop(st);
+        self.notify.notify_one();
+        Rebased {
+            gained: n_gained,
+            released,
+            wait_for,
+        }
+    }
+
+    /// Resolves once batch number `seq` is finished or the listener closed.
+    pub(crate) async fn batch_finished(&self, seq: u64) {
+        loop {
+            let finished = self.finished.notified();
+            {
+                let st = self.state.lock();
+                if st.closed || st.done_seq >= seq {
+                    return;
+                }
+            }
+            finished.await;
+        }
+    }
+
+    /// Whether the listener is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.lock().closed
     }
 
     fn wants(&self, o: &Object) -> bool {
@@ -300,6 +455,7 @@ impl ListenerShared {
             return;
         }
         let Some(n) = self.filter(n) else { return };
+        let Some(n) = self.keep_owned(n) else { return };
         let mut st = self.state.lock();
         if st.closed {
             return;
@@ -348,7 +504,7 @@ impl ListenerShared {
                 .indexer
                 .snapshot()
                 .into_iter()
-                .filter(|o| self.wants(o))
+                .filter(|o| self.wants(o) && self.owned(o))
                 .collect()
         } else {
             Vec::new()
@@ -402,6 +558,7 @@ impl ListenerShared {
         self.set_depth(&st);
         drop(st);
         self.notify.notify_one();
+        self.finished.notify_waiters();
     }
 
     /// The next notifications for the handler, in order: at least one (waiting
@@ -429,6 +586,8 @@ impl ListenerShared {
                 }
                 if !batch.is_empty() {
                     st.in_flight = from_queue;
+                    st.batch_seq += 1;
+                    st.in_hand = batch.iter().map(|(n, _)| n.object.clone()).collect();
                     self.set_depth(&st);
                     return Some(batch);
                 }
@@ -479,6 +638,11 @@ impl ListenerShared {
                 continue;
             };
             let current = self.gate.indexer.get(&key).filter(|o| self.wants(o));
+            if current.as_ref().is_some_and(|o| !self.owned(o)) {
+                // Its controller changed while pending: no longer this
+                // listener's key.
+                continue;
+            }
             let mk = |kind, object: ObjectRef, fsu| {
                 Arc::new(Notification {
                     kind,
@@ -552,9 +716,13 @@ impl ListenerShared {
     fn batch_done(&self, len: usize) {
         let mut st = self.state.lock();
         st.in_flight = 0;
+        st.in_hand.clear();
+        st.done_seq = st.batch_seq;
         st.consumed += len as u64;
         self.set_depth(&st);
         self.check_synced(&st);
+        drop(st);
+        self.finished.notify_waiters();
     }
 
     /// Number of pending keys (the overflow bookkeeping), for tests.

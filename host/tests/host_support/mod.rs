@@ -113,10 +113,17 @@ impl HostProc {
 
     /// Spawns the binary with `args`, in the repository root.
     pub fn spawn(args: &[&str]) -> Self {
+        Self::spawn_env(args, &[])
+    }
+
+    /// Spawns the binary with `args` and extra environment variables, in the
+    /// repository root.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
             .args(args)
             .current_dir(repo_root())
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -208,6 +215,22 @@ impl HostProc {
         rest.trim_end_matches("/metrics").trim().parse().unwrap()
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGKILL (`kill -9`): no shutdown code runs.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let ok = Command::new("kill")
@@ -250,12 +273,30 @@ impl Drop for HostProc {
 
 /// A plain HTTP/1.1 GET; returns status code and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_request(addr, "GET", path, None)
+}
+
+/// A plain HTTP/1.1 request with an optional body and its content type;
+/// returns status code and body.
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
+    match body {
+        Some((content_type, b)) => write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: cluster-test\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ),
+        None => write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: cluster-test\r\n\r\n"
+        ),
+    }
     .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();

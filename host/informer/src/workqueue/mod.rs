@@ -26,6 +26,11 @@
 //! - [`triggers`]: the [`Handler`](crate::Handler) that maps notifications to
 //!   keys (`for`, `owns`, `watches`), with a [`KeyFilter`] hook where a
 //!   sharded deployment decides which keys this replica processes.
+//! - [`sharding`]: [`OwnedKeys`], the queue under an
+//!   [`Ownership`](crate::Ownership) predicate (leader election, sharding):
+//!   the filter of triggers and workers, and a follower of the predicate's
+//!   changes that drops lost keys and holds the handover until no worker
+//!   reconciles one.
 //!
 //! # Example
 //!
@@ -66,6 +71,7 @@ pub mod metrics;
 pub mod priority;
 pub mod queue;
 pub mod rate_limiter;
+pub mod sharding;
 pub mod triggers;
 pub mod workers;
 
@@ -73,7 +79,9 @@ pub use metrics::{HistogramSnapshot, QueueMetricsSnapshot};
 pub use priority::Priority;
 pub use queue::{AddOpts, Item, QueueKey, WorkQueue};
 pub use rate_limiter::{RateLimiter, RateLimiterConfig};
+pub use sharding::OwnedKeys;
 pub use triggers::KeyFilter;
 pub use workers::{
-    reconcile_fn, Outcome, Reconcile, ReconcileCounts, ReconcileStats, StartGate, Workers,
+    reconcile_fn, Admit, Outcome, Reconcile, ReconcileCounts, ReconcileStats, StartGate,
+    WorkerOptions, Workers,
 };

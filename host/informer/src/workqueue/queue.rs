@@ -103,6 +103,8 @@ struct State<K> {
 pub struct WorkQueue<K: QueueKey> {
     state: Mutex<State<K>>,
     notify: Notify,
+    /// Woken by every `done` (for waits on keys in progress).
+    finished: Notify,
     metrics: QueueMetrics,
 }
 
@@ -142,6 +144,7 @@ impl<K: QueueKey> WorkQueue<K> {
                 shut_down: false,
             }),
             notify: Notify::new(),
+            finished: Notify::new(),
             metrics: QueueMetrics::default(),
         }
     }
@@ -358,6 +361,34 @@ impl<K: QueueKey> WorkQueue<K> {
             _ => None,
         };
         self.notify_after(wake, st);
+        self.finished.notify_waiters();
+    }
+
+    /// The keys being processed now.
+    pub fn processing_keys(&self) -> Vec<K> {
+        self.state.lock().processing.keys().cloned().collect()
+    }
+
+    /// Waits until none of `keys` is being processed.
+    pub async fn wait_finished(&self, keys: Vec<K>) {
+        loop {
+            let n = self.finished.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            {
+                let st = self.state.lock();
+                if !keys.iter().any(|k| st.processing.contains_key(k)) {
+                    return;
+                }
+            }
+            n.await;
+        }
+    }
+
+    /// Every queued key (ready, waiting or held back), for a follower that
+    /// must decide which to drop.
+    pub fn queued_keys(&self) -> Vec<K> {
+        self.state.lock().items.keys().cloned().collect()
     }
 
     /// Forgets `key`'s failures: its next retry starts from the base delay

@@ -235,10 +235,34 @@ impl StartGate {
     }
 }
 
+/// Decides, just before a reconcile, whether this host still owns a key.
+pub type Admit<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+
+/// How workers run.
+pub struct WorkerOptions<K> {
+    /// Tags their log lines (the plugin's name).
+    pub name: String,
+    /// They take no key before it opens.
+    pub gate: Arc<StartGate>,
+    /// Checked for every key taken, before it is reconciled: a key it refuses
+    /// is dropped (done and forgotten), not reconciled. This is where a
+    /// leader-elected or sharded host stops reconciling keys it lost.
+    pub admit: Option<Admit<K>>,
+}
+
+impl<K> std::fmt::Debug for WorkerOptions<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerOptions")
+            .field("name", &self.name)
+            .field("admit", &self.admit.is_some())
+            .finish()
+    }
+}
+
 /// What the workers of one controller share.
-#[derive(Debug, Default)]
-struct Shared {
+struct Shared<K> {
     name: String,
+    admit: Option<Admit<K>>,
     stopped: AtomicBool,
     stop: Notify,
     busy: AtomicUsize,
@@ -246,7 +270,21 @@ struct Shared {
     stats: Arc<ReconcileStats>,
 }
 
-impl Shared {
+impl<K> Default for Shared<K> {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            admit: None,
+            stopped: AtomicBool::new(false),
+            stop: Notify::new(),
+            busy: AtomicUsize::new(0),
+            idle: Notify::new(),
+            stats: Arc::default(),
+        }
+    }
+}
+
+impl<K> Shared<K> {
     fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
     }
@@ -288,7 +326,7 @@ enum Running {
 /// reconciles in progress).
 pub struct Workers<K: QueueKey> {
     queue: Arc<WorkQueue<K>>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<K>>,
     running: Vec<Running>,
 }
 
@@ -316,8 +354,28 @@ impl<K: QueueKey> Workers<K> {
         name: &str,
         gate: Arc<StartGate>,
     ) -> Self {
+        Self::spawn_with(
+            queue,
+            reconcilers,
+            WorkerOptions {
+                name: name.to_string(),
+                gate,
+                admit: None,
+            },
+        )
+    }
+
+    /// Starts one worker per reconciler with `options`. Must be called within
+    /// a tokio runtime.
+    pub fn spawn_with<R: Reconcile<K>>(
+        queue: Arc<WorkQueue<K>>,
+        reconcilers: Vec<R>,
+        options: WorkerOptions<K>,
+    ) -> Self {
+        let WorkerOptions { name, gate, admit } = options;
         let shared = Arc::new(Shared {
-            name: name.to_string(),
+            name,
+            admit,
             ..Shared::default()
         });
         let rt = tokio::runtime::Handle::current();
@@ -443,7 +501,7 @@ fn run_worker<K, R>(
     queue: Arc<WorkQueue<K>>,
     mut r: R,
     gate: Arc<StartGate>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<K>>,
     index: usize,
     rt: tokio::runtime::Handle,
 ) -> WorkerFuture<impl Future<Output = ()> + Send + 'static>
@@ -470,6 +528,13 @@ where
             if !shared.enter() {
                 queue.done(&item.key);
                 return;
+            }
+            if shared.admit.as_ref().is_some_and(|a| !a(&item.key)) {
+                tracing::debug!(controller = %shared.name, key = ?item.key, "key no longer owned here; dropped");
+                queue.forget(&item.key);
+                queue.done(&item.key);
+                shared.leave();
+                continue;
             }
             let outcome = std::panic::AssertUnwindSafe(r.reconcile(&item.key))
                 .catch_unwind()
