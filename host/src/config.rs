@@ -381,6 +381,15 @@ pub struct SimSettings {
     pub seed: u64,
     /// Churn operations per second while the host runs (0 for none).
     pub churn_per_second: f64,
+    /// Deployments of the workload generator (containers with ports), over
+    /// the same namespaces; a fraction `expose_fraction` of them is labelled
+    /// `expose: "true"` (what the service-exposer example reconciles).
+    pub deployments: usize,
+    /// Fraction (0 to 1) of generated Deployments labelled `expose: "true"`.
+    pub expose_fraction: f64,
+    /// Weight of Deployment operations (create, relabel, change ports,
+    /// delete) in churn, against 4 for the pod operations; 0 for none.
+    pub deployment_churn: u32,
 }
 
 impl Default for SimSettings {
@@ -391,6 +400,9 @@ impl Default for SimSettings {
             nodes: 12,
             seed: 42,
             churn_per_second: 40.0,
+            deployments: 40,
+            expose_fraction: 0.25,
+            deployment_churn: 1,
         }
     }
 }
@@ -453,6 +465,9 @@ struct RawSim {
     nodes: Option<Spanned<usize>>,
     seed: Option<u64>,
     churn_per_second: Option<Spanned<f64>>,
+    deployments: Option<usize>,
+    expose_fraction: Option<Spanned<f64>>,
+    deployment_churn: Option<u32>,
 }
 
 /// `[indexers.RESOURCE]` tables: index name to field path.
@@ -575,12 +590,27 @@ impl HostSettings {
                 Some(c) => c.into_inner(),
                 None => d.churn_per_second,
             };
+            let expose_fraction = match s.expose_fraction {
+                Some(f) if !(0.0..=1.0).contains(f.get_ref()) => {
+                    return Err(ConfigError::at(
+                        &src,
+                        f.span(),
+                        "sim.expose_fraction",
+                        "must be a number between 0 and 1",
+                    ))
+                }
+                Some(f) => f.into_inner(),
+                None => d.expose_fraction,
+            };
             out.sim = SimSettings {
                 pods: s.pods.unwrap_or(d.pods),
                 namespaces: positive(s.namespaces, "sim.namespaces", d.namespaces)?,
                 nodes: positive(s.nodes, "sim.nodes", d.nodes)?,
                 seed: s.seed.unwrap_or(d.seed),
                 churn_per_second: churn,
+                deployments: s.deployments.unwrap_or(d.deployments),
+                expose_fraction,
+                deployment_churn: s.deployment_churn.unwrap_or(d.deployment_churn),
             };
         }
         if let Some(c) = raw.cluster {
