@@ -28,6 +28,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("noop-controller", "NOOP_CONTROLLER"),
     ("reconcile-probe", "RECONCILE_PROBE"),
     ("event-log", "EVENT_LOG"),
+    ("parse-pod", "PARSE_POD"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),

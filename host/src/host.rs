@@ -15,21 +15,32 @@
 //!   keeps running, and the error names the file and the reason.
 //! - Switch-over has no gap: the new version is subscribed (replay, then live)
 //!   before the old one is drained and removed.
+//! - One reconcile applies independent actions concurrently, at most
+//!   [`MAX_CONCURRENT_LOADS`] at a time: removals first (a name they free may be
+//!   taken in the same pass), then every add and change. Each plugin has at most
+//!   one action per pass, so its versions still switch over one at a time and
+//!   all or nothing; plugins of one component share its compilation.
+//! - Ready (`/readyz`) means: the config directory has been loaded, every
+//!   informer has synced, every plugin version has had its replay, and no file
+//!   was rejected.
 //! - An informer runs exactly while a plugin subscribes to or reads its resource,
 //!   or host.toml pre-warms it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use parking_lot::Mutex;
 
+use crate::components::{ComponentError, PassComponents};
 use crate::config::{ConfigDir, ConfigError, PluginManifest};
 use crate::controller::ControllerPart;
 use crate::drain::{Drain, DrainGate};
 use crate::kube_api::KubeApi;
-use crate::metrics::Observe;
+use crate::metrics::{Observe, PluginLatency};
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
 use crate::report::{ApiReport, InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
 use kube_informer::cache_view::CacheView;
@@ -46,6 +57,12 @@ use wasm_informer_runtime::{
     EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
     PluginStatus,
 };
+
+/// Most adds and changes one reconcile applies at once. Each compiles (once
+/// per distinct component), instantiates and subscribes off the async workers;
+/// the bound keeps a fleet of heavy (JavaScript, Python) components from
+/// instantiating all at once.
+pub const MAX_CONCURRENT_LOADS: usize = 16;
 
 /// One subscription of a plugin version: a runner behind a listener.
 struct Part {
@@ -77,6 +94,8 @@ fn listener_sum(parts: &[Part]) -> ListenerStatsSnapshot {
         s.replayed += x.replayed;
         s.queue_depth += x.queue_depth;
         s.max_depth = s.max_depth.max(x.max_depth);
+        s.pending_syncs += x.pending_syncs;
+        s.resync_overruns += x.resync_overruns;
     }
     s
 }
@@ -102,6 +121,8 @@ impl Slot {
             replayed: c.replayed + l.replayed,
             quarantines: c.quarantines + st.quarantines,
             queue_depth: l.queue_depth,
+            resync_overruns: c.resync_overruns + l.resync_overruns,
+            resync_behind: l.resync_overruns > 0 && l.pending_syncs > 0,
             versions: self.versions,
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
@@ -218,6 +239,8 @@ pub struct Host {
     /// still draining too.
     grants: Mutex<BTreeMap<String, Grants>>,
     identity: String,
+    /// The config directory has been read and applied once.
+    loaded: AtomicBool,
 }
 
 impl std::fmt::Debug for Host {
@@ -312,6 +335,7 @@ impl Host {
             options,
             api,
             grants: Mutex::new(BTreeMap::new()),
+            loaded: AtomicBool::new(false),
         }))
     }
 
@@ -357,12 +381,26 @@ impl Host {
             .lock()
             .failures
             .retain(|f, _| scanned.contains_key(f));
+        let actions = state.plan(&scanned);
+        let running = state.running();
+        let (removes, loads): (Vec<_>, Vec<_>) = actions
+            .into_iter()
+            .partition(|a| matches!(a, ReloadAction::Remove { .. }));
+        let components = PassComponents::default();
         let mut done = Vec::new();
-        for action in state.plan(&scanned) {
-            let ev = self.apply_action(state, action).await;
-            self.shared.lock().events.push(ev.clone());
-            done.push(ev);
+        {
+            let state = Mutex::new(&mut *state);
+            for phase in [removes, loads] {
+                let events: Vec<ReloadEvent> = futures::stream::iter(phase)
+                    .map(|a| self.apply_action(&state, &running, &components, a))
+                    .buffered(MAX_CONCURRENT_LOADS)
+                    .collect()
+                    .await;
+                self.shared.lock().events.extend(events.iter().cloned());
+                done.extend(events);
+            }
         }
+        self.loaded.store(true, Ordering::Release);
         if !done.is_empty() {
             let dirs = state.component_dirs();
             if let Some(w) = self.watch.lock().as_mut() {
@@ -388,9 +426,14 @@ impl Host {
         }
     }
 
+    /// Applies one action. `state` is locked only to record the outcome, so
+    /// actions for different plugins run concurrently; `running` is what ran
+    /// when the pass was planned.
     async fn apply_action(
         self: &Arc<Self>,
-        state: &mut ReloadState,
+        state: &Mutex<&mut ReloadState>,
+        running: &BTreeMap<PathBuf, String>,
+        components: &PassComponents,
         action: ReloadAction,
     ) -> ReloadEvent {
         match action {
@@ -400,9 +443,9 @@ impl Host {
             } => {
                 let file = manifest.file.clone();
                 let name = manifest.name.clone();
-                match self.load(&manifest, None).await {
+                match self.load(&manifest, None, components).await {
                     Ok(slot) => {
-                        state.commit_running(&manifest, fingerprint);
+                        state.lock().commit_running(&manifest, fingerprint);
                         let mut slot = slot;
                         slot.release();
                         let mut sh = self.shared.lock();
@@ -415,7 +458,7 @@ impl Host {
                         self.event("added", Some(&name), &file, None)
                     }
                     Err(msg) => {
-                        state.commit_rejected(&file, fingerprint);
+                        state.lock().commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "plugin not loaded: {msg}");
                         self.rejected(&file, Some(&name), msg)
                     }
@@ -437,11 +480,11 @@ impl Host {
                     None => None,
                 };
                 match self
-                    .load(&manifest, previous.filter(|_| old_name == name))
+                    .load(&manifest, previous.filter(|_| old_name == name), components)
                     .await
                 {
                     Ok(slot) => {
-                        state.commit_running(&manifest, fingerprint);
+                        state.lock().commit_running(&manifest, fingerprint);
                         let slot = Arc::new(tokio::sync::Mutex::new(slot));
                         {
                             let mut sh = self.shared.lock();
@@ -469,7 +512,7 @@ impl Host {
                         self.event("changed", Some(&name), &file, None)
                     }
                     Err(msg) => {
-                        state.commit_rejected(&file, fingerprint);
+                        state.lock().commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "reload rejected, previous version keeps running: {msg}");
                         self.rejected(&file, Some(&name), msg)
                     }
@@ -488,7 +531,7 @@ impl Host {
                     r.state = "removed".into();
                     self.shared.lock().gone.insert(name.clone(), r);
                 }
-                state.commit_removed(&file);
+                state.lock().commit_removed(&file);
                 self.shared.lock().failures.remove(&file);
                 self.refresh_informers();
                 tracing::info!(plugin = %name, file = %file.display(), "plugin removed");
@@ -499,9 +542,9 @@ impl Host {
                 fingerprint,
                 error,
             } => {
-                state.commit_rejected(&file, fingerprint);
+                state.lock().commit_rejected(&file, fingerprint);
                 let msg = error.to_string();
-                let running = state.running().get(&file).cloned();
+                let running = running.get(&file).cloned();
                 match &running {
                     Some(n) => {
                         tracing::error!(plugin = %n, "config rejected, previous version keeps running: {msg}")
@@ -536,6 +579,7 @@ impl Host {
         self: &Arc<Self>,
         manifest: &PluginManifest,
         previous: Option<(PluginReport, u64, Arc<LatencyHistogram>)>,
+        components: &PassComponents,
     ) -> Result<Slot, String> {
         let config_json = match &self.options.cluster {
             Some(c) => c.plugin_config(&manifest.config_json),
@@ -553,14 +597,32 @@ impl Host {
             },
             kube: manifest.kube.clone(),
         };
-        let engine = self.engine.clone();
-        let wasm = manifest.wasm.clone();
         let started = Instant::now();
-        let loaded: Arc<LoadedPlugin> =
-            tokio::task::spawn_blocking(move || LoadedPlugin::from_file(&engine, spec, &wasm))
-                .await
-                .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
-                .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+        let wasm = manifest.wasm.display();
+        let component = components
+            .get(&self.engine, &manifest.wasm)
+            .await
+            .map_err(|e| {
+                one_line(&match e {
+                    ComponentError::Read(why) => {
+                        format!(
+                            "{wasm}: plugin {}: cannot read {wasm}: {why}",
+                            manifest.name
+                        )
+                    }
+                    ComponentError::Compile(detail) => format!(
+                        "{wasm}: plugin {}: cannot compile component: {detail}",
+                        manifest.name
+                    ),
+                })
+            })?;
+        let engine = self.engine.clone();
+        let loaded: Arc<LoadedPlugin> = tokio::task::spawn_blocking(move || {
+            LoadedPlugin::from_component(&engine, spec, &component)
+        })
+        .await
+        .map_err(|e| format!("{wasm}: link task failed: {e}"))?
+        .map_err(|e| one_line(&format!("{wasm}: {e}")))?;
         tracing::debug!(plugin = %manifest.name, ms = started.elapsed().as_millis() as u64, "component compiled");
         manifest
             .check_world(loaded.world())
@@ -742,6 +804,8 @@ impl Host {
                     lists: s.lists,
                     watch_restarts: s.watch_restarts,
                     relists_410: s.relists_410,
+                    relists_too_large: s.reflector.relists_too_large,
+                    relists_rv_regressed: s.reflector.relists_rv_regressed,
                     synced: s.has_synced,
                     running: true,
                 },
@@ -864,9 +928,34 @@ impl Observe for Host {
 
     fn not_ready(&self) -> Vec<String> {
         let mut reasons = Vec::new();
+        if !self.loaded.load(Ordering::Acquire) {
+            reasons.push(format!(
+                "the config directory {} has not been loaded yet",
+                self.config.dir.display()
+            ));
+        }
         for (id, s) in self.registry.stats() {
             if !s.has_synced {
                 reasons.push(format!("informer {id} has not synced"));
+            }
+        }
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        for (name, slot) in slots {
+            // A slot locked by a reload or a stop is judged by the reload.
+            let Ok(slot) = slot.try_lock() else { continue };
+            for (part, r) in slot.parts.iter().zip(&slot.manifest.resources) {
+                if part.handle.as_ref().is_some_and(|h| !h.has_synced()) {
+                    reasons.push(format!(
+                        "plugin {name} has not had its replay of {} yet",
+                        r.value
+                    ));
+                }
             }
         }
         for f in self.shared.lock().failures.values() {
@@ -893,5 +982,22 @@ impl Observe for Host {
             v["owned_keys"] = serde_json::to_value(c.owned_keys()).ok()?;
         }
         Some(v)
+    }
+
+    fn plugin_latency(&self) -> Vec<(String, PluginLatency)> {
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        slots
+            .into_iter()
+            .filter_map(|(name, slot)| {
+                let slot = slot.try_lock().ok()?;
+                Some((name, PluginLatency::of(&slot.latency)))
+            })
+            .collect()
     }
 }

@@ -19,7 +19,7 @@ use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::{MetricsServer, Observe};
 use wasm_informer::sim::EmbeddedSim;
-use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine};
+use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine, PluginLimits};
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -308,8 +308,16 @@ async fn sim(args: SimArgs) -> Result<(), Failure> {
 /// The component a manifest names, after validating the whole manifest, and
 /// the compilation cache of the config directory it lives in
 /// (`DIR/plugins/NAME.toml` → `DIR/host.toml`'s `cache_dir`), if any.
-fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failure> {
+fn wasm_of_manifest(
+    manifest: &Path,
+) -> Result<(PathBuf, Option<PathBuf>, Option<PluginLimits>), Failure> {
     let m = PluginManifest::load(manifest, &Default::default()).map_err(Failure::config)?;
+    let limits = PluginLimits {
+        fuel_per_event: m.limits.fuel_per_event,
+        timeout_ms: m.limits.timeout_ms,
+        memory_mb: m.limits.memory_mb,
+        ..PluginLimits::default()
+    };
     let host_toml = manifest
         .parent()
         .filter(|d| d.file_name().is_some_and(|n| n == "plugins"))
@@ -320,7 +328,7 @@ fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failu
         Some(f) => HostSettings::load(&f).map_err(Failure::config)?.cache_dir,
         None => None,
     };
-    Ok((m.wasm, cache_dir))
+    Ok((m.wasm, cache_dir, Some(limits)))
 }
 
 /// Validates a component and compiles it. The compiled code goes into the
@@ -328,19 +336,22 @@ fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failu
 /// directory, into that directory's `cache_dir`: checking a new version before
 /// dropping it in makes the host's reload a cache hit instead of a compile.
 fn check(args: CheckArgs) -> Result<String, Failure> {
-    let (wasm, config_cache) = if args.file.extension().is_some_and(|e| e == "toml") {
+    let (wasm, config_cache, limits) = if args.file.extension().is_some_and(|e| e == "toml") {
         wasm_of_manifest(&args.file)?
     } else {
-        (args.file.clone(), None)
+        (args.file.clone(), None, None)
     };
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: args.cache_dir.or(config_cache),
         ..EngineConfig::default()
     })
     .map_err(Failure::runtime)?;
-    check_file(&engine, &wasm)
-        .map(|r| r.to_string())
-        .map_err(Failure::config)
+    let report = check_file(&engine, &wasm).map_err(Failure::config)?;
+    // A manifest's memory cap must let the component start at all.
+    if let Some(l) = &limits {
+        report.check_limits(l).map_err(Failure::config)?;
+    }
+    Ok(report.to_string())
 }
 
 /// Prints the RBAC a config directory's plugins need.

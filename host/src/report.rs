@@ -69,6 +69,15 @@ pub struct PluginReport {
     /// Extra: current listener queue depth.
     #[serde(default)]
     pub queue_depth: u64,
+    /// Extra: resyncs that came due while the previous one's syncs were still
+    /// waiting behind real changes (the plugin is slower than its
+    /// `resync_seconds`).
+    #[serde(default)]
+    pub resync_overruns: u64,
+    /// Extra: the plugin is behind its resync period now (syncs of an
+    /// overrun resync are still waiting).
+    #[serde(default)]
+    pub resync_behind: bool,
     /// Extra: versions loaded (1 + successful hot reloads).
     #[serde(default)]
     pub versions: u64,
@@ -161,6 +170,14 @@ pub struct InformerReport {
     pub watch_restarts: u64,
     /// Relists caused by 410 Expired.
     pub relists_410: u64,
+    /// Extra: relists because the server was behind our resourceVersion (504
+    /// Too large resource version).
+    #[serde(default)]
+    pub relists_too_large: u64,
+    /// Extra: relists because a watch event was older than one already seen
+    /// (the server's history went backwards).
+    #[serde(default)]
+    pub relists_rv_regressed: u64,
     /// Extra: the first list has been processed.
     #[serde(default)]
     pub synced: bool,

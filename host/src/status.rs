@@ -70,6 +70,13 @@ impl StatusTable {
                 p.latency_us.p99
             );
         }
+        for (name, p) in report.plugins.iter().filter(|(_, p)| p.resync_behind) {
+            let _ = writeln!(
+                out,
+                "  {name}: behind its resync period ({} resyncs overran); real changes still go first",
+                p.resync_overruns
+            );
+        }
         let controllers: Vec<_> = report
             .plugins
             .iter()

@@ -525,3 +525,90 @@ fn rbac_output_applies_and_covers_exactly_the_manifests() {
         assert_eq!(rules(&role), want, "the Role in {ns}");
     }
 }
+
+/// examples/deploy/20-rbac.yaml is what `wasm-informer rbac` derives from the
+/// config directory the deployment mounts (examples/deploy/30-config.yaml's
+/// ConfigMap), Leases included: regenerate it when that config changes.
+#[test]
+fn deploy_rbac_is_what_wasm_informer_rbac_derives_from_the_deployed_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig) = simulator(dir.path());
+    let deploy = repo_root().join("examples/deploy");
+    kubectl_raw(
+        &kubeconfig,
+        &[
+            "apply",
+            "-f",
+            deploy.join("00-namespace.yaml").to_str().unwrap(),
+        ],
+        None,
+    );
+    let cm: Value = serde_json::from_slice(&kubectl_raw(
+        &kubeconfig,
+        &[
+            "create",
+            "--dry-run=server",
+            "-o",
+            "json",
+            "-f",
+            deploy.join("30-config.yaml").to_str().unwrap(),
+        ],
+        None,
+    ))
+    .unwrap();
+    // The config directory as the Deployment mounts it; components are not
+    // needed to derive RBAC, so each manifest points at an empty stand-in.
+    let config = dir.path().join("deployed");
+    std::fs::create_dir_all(config.join("plugins")).unwrap();
+    let stand_in = dir.path().join("component.wasm");
+    std::fs::write(&stand_in, b"").unwrap();
+    for (file, text) in cm["data"].as_object().unwrap() {
+        let text = text.as_str().unwrap();
+        if file == "host.toml" {
+            std::fs::write(config.join(file), text).unwrap();
+        } else {
+            let text: String = text
+                .lines()
+                .map(|l| {
+                    if l.trim_start().starts_with("wasm =") {
+                        format!("wasm = {:?}", stand_in.display().to_string())
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            std::fs::write(config.join("plugins").join(file), text).unwrap();
+        }
+    }
+    let out = Command::new(BIN)
+        .args(["rbac", "--config"])
+        .arg(&config)
+        .args([
+            "--namespace",
+            "wasm-informer",
+            "--service-account",
+            "wasm-informer",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = |s: &str| -> String {
+        s.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let derived = String::from_utf8(out.stdout).unwrap();
+    let committed = std::fs::read_to_string(deploy.join("20-rbac.yaml")).unwrap();
+    assert_eq!(
+        body(&committed),
+        body(&derived),
+        "examples/deploy/20-rbac.yaml differs from `wasm-informer rbac` of the deployed config"
+    );
+    assert!(derived.contains("\nkind: Role\n") && derived.contains("coordination.k8s.io"));
+}

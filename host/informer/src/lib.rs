@@ -18,8 +18,10 @@
 //! This crate is one informer per resource, shared by any number of handlers:
 //!
 //! - a **Reflector** that lists (paged, or streaming where the server supports
-//!   it) and watches with bookmarks, relists when the server's history is gone
-//!   (410 Expired), and backs off on every other error;
+//!   it) and watches with bookmarks, relists from resourceVersion "" when the
+//!   server's history is gone (410 Expired) or went backwards (a too-large
+//!   resourceVersion, or a watch event older than one already seen), and
+//!   backs off on every other error;
 //! - a **DeltaFIFO** that merges an object's changes while it waits, and diffs
 //!   each relist against the cache so that vanished objects become deletes;
 //! - an **Indexer**: the cache, with a namespace index, custom indexes on any
@@ -33,7 +35,8 @@
 //!   may have its own resync period, namespace and label selector, and an
 //!   ownership predicate shared with other handlers ([`Ownership`]): keys the
 //!   predicate gains arrive as a replay and keys it loses stop arriving, which
-//!   is what leader election and sharding build on.
+//!   is what leader election and sharding build on. A resync never delays a
+//!   real change (syncs wait until none is pending).
 //!
 //! # Example
 //!

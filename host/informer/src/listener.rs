@@ -11,12 +11,24 @@
 //! Invariants:
 //! - I1: `ListenerShared::push` is O(1) (one map or queue operation under the
 //!   listener's own mutex) and never awaits anything.
-//! - I3: while the queue has room and no key is pending, notifications are queued
-//!   in dispatch order; per-key order always holds (a pending key is resolved only
-//!   after every notification queued before it was taken).
+//! - I3: while the queue has room and no key is pending, real changes (adds,
+//!   updates, deletes) are queued in dispatch order; per-key order always holds
+//!   (a pending key is resolved only after every notification queued before it
+//!   was taken).
+//! - Resync never delays a real change: a Synced notification is not queued but
+//!   recorded as a key due a sync (one entry per key, merged into a pending
+//!   change of the same key, and dropped when a real change for the key
+//!   follows). Syncs are delivered only when nothing else is waiting (no
+//!   replay, no queued notification, no pending key), resolved against the
+//!   Indexer like pending keys. So after churn stops a handler converges
+//!   within about (pending keys) / (its event rate), whatever its resync
+//!   period; one whose resync period is shorter than the time it needs to go
+//!   through the cache keeps getting syncs in the gaps, and each resync that
+//!   comes due while the previous one's syncs are still waiting is counted in
+//!   `resync_overruns`.
 //! - I4: at most `capacity` full notifications are held, counting those queued
 //!   and the batch in the handler's hands; on overflow the only growth is one
-//!   `DirtyEntry` per distinct key.
+//!   `DirtyEntry` per distinct key, and syncs due cost one key each.
 //! - I5: a pending key is resolved against the Indexer while the dispatcher is
 //!   excluded, to the current object (`Added` if the handler never knew the key,
 //!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
@@ -36,7 +48,7 @@
 #![warn(missing_docs)]
 
 use std::collections::hash_map::Entry as MapEntry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,6 +92,11 @@ pub struct ListenerStats {
     pub pending_keys: AtomicU64,
     /// Largest number of pending keys seen.
     pub max_pending_keys: AtomicU64,
+    /// Keys due a sync, waiting behind real changes.
+    pub pending_syncs: AtomicU64,
+    /// Resyncs that came due while syncs of the previous one were still
+    /// waiting: the handler cannot keep up with its resync period.
+    pub resync_overruns: AtomicU64,
     /// Handler error results.
     pub handler_errors: AtomicU64,
     /// `Delivery::Restarted` results (each followed by a replay).
@@ -117,6 +134,10 @@ pub struct ListenerStatsSnapshot {
     pub pending_keys: u64,
     /// See [`ListenerStats::max_pending_keys`].
     pub max_pending_keys: u64,
+    /// See [`ListenerStats::pending_syncs`].
+    pub pending_syncs: u64,
+    /// See [`ListenerStats::resync_overruns`].
+    pub resync_overruns: u64,
     /// See [`ListenerStats::handler_errors`].
     pub handler_errors: u64,
     /// See [`ListenerStats::restarts`].
@@ -145,6 +166,8 @@ impl ListenerStats {
             max_depth: r(&self.max_depth),
             pending_keys: r(&self.pending_keys),
             max_pending_keys: r(&self.max_pending_keys),
+            pending_syncs: r(&self.pending_syncs),
+            resync_overruns: r(&self.resync_overruns),
             handler_errors: r(&self.handler_errors),
             restarts: r(&self.restarts),
             panics: r(&self.panics),
@@ -195,6 +218,11 @@ struct State {
     /// When the pending replay was snapshotted.
     replay_since: Option<Instant>,
     dirty: HashMap<Arc<str>, DirtyEntry>,
+    /// Keys due a sync, in the order they became due (with stale entries for
+    /// keys since taken out of `sync_set`, skipped when popped).
+    sync_order: VecDeque<Arc<str>>,
+    /// Keys due a sync: one entry per key.
+    sync_set: HashSet<Arc<str>>,
     closed: bool,
     /// Items made available (replay + queued), and items handled.
     accepted: u64,
@@ -440,6 +468,9 @@ impl ListenerShared {
         let p = st.dirty.len() as u64;
         self.stats.pending_keys.store(p, Ordering::Relaxed);
         self.stats.max_pending_keys.fetch_max(p, Ordering::Relaxed);
+        self.stats
+            .pending_syncs
+            .store(st.sync_set.len() as u64, Ordering::Relaxed);
     }
 
     /// Hands a notification to this listener. Called by the dispatcher with the
@@ -459,6 +490,22 @@ impl ListenerShared {
         let mut st = self.state.lock();
         if st.closed {
             return;
+        }
+        if is_sync && n.kind == EventKind::Synced {
+            // Deferred behind real changes, merged into a pending change of
+            // the same key, one entry per key.
+            if !st.dirty.contains_key(&n.key) && st.sync_set.insert(n.key.clone()) {
+                st.sync_order.push_back(n.key.clone());
+                compact_syncs(&mut st);
+            }
+            self.set_depth(&st);
+            drop(st);
+            self.notify.notify_one();
+            return;
+        }
+        if !st.sync_set.is_empty() {
+            // A real change supersedes a sync of the same key.
+            st.sync_set.remove(&n.key);
         }
         if st.dirty.is_empty() && st.queue.len() + st.in_flight < self.config.queue_capacity {
             st.queue.push_back((n, Instant::now()));
@@ -514,6 +561,8 @@ impl ListenerShared {
         st.consumed += st.queue.len() as u64 + st.replay.len() as u64;
         st.queue.clear();
         st.dirty.clear();
+        st.sync_set.clear();
+        st.sync_order.clear();
         st.accepted += snap.len() as u64;
         st.replay = snap.into();
         st.replay_since = Some(Instant::now());
@@ -555,6 +604,8 @@ impl ListenerShared {
         st.queue.clear();
         st.dirty.clear();
         st.replay.clear();
+        st.sync_set.clear();
+        st.sync_order.clear();
         self.set_depth(&st);
         drop(st);
         self.notify.notify_one();
@@ -594,6 +645,14 @@ impl ListenerShared {
                 if !st.dirty.is_empty() {
                     drop(st);
                     self.resolve_pending();
+                    continue;
+                }
+                if !st.sync_set.is_empty() {
+                    drop(st);
+                    let syncs = self.resolve_syncs(max.max(1));
+                    if !syncs.is_empty() {
+                        return Some(syncs);
+                    }
                     continue;
                 }
             }
@@ -690,6 +749,58 @@ impl ListenerShared {
         self.set_depth(&st);
     }
 
+    /// Takes up to `max` keys due a sync, when nothing else is waiting, and
+    /// turns them into Synced notifications of the current cached objects,
+    /// with the dispatcher excluded (as [`ListenerShared::resolve_pending`]).
+    /// A key no longer cached, or no longer in this listener's view, has a
+    /// real change of its own and gets no sync.
+    fn resolve_syncs(&self, max: usize) -> Vec<(NotificationRef, Instant)> {
+        let _gate = self.gate.lock.lock();
+        let mut st = self.state.lock();
+        let mut out = Vec::new();
+        if st.closed || !st.queue.is_empty() || !st.replay.is_empty() || !st.dirty.is_empty() {
+            return out;
+        }
+        let now = Instant::now();
+        while out.len() < max {
+            let Some(key) = st.sync_order.pop_front() else {
+                break;
+            };
+            if !st.sync_set.remove(&key) {
+                continue;
+            }
+            let Some(obj) = self.gate.indexer.get(&key).filter(|o| self.wants(o)) else {
+                continue;
+            };
+            out.push((
+                Arc::new(Notification {
+                    kind: EventKind::Synced,
+                    resource: self.resource.clone(),
+                    key,
+                    object: obj.clone(),
+                    old: Some(obj),
+                    in_initial_list: false,
+                    final_state_unknown: false,
+                }),
+                now,
+            ));
+        }
+        if st.sync_set.is_empty() {
+            st.sync_order.clear();
+        }
+        // Handed over directly: count them as accepted, as batch_done will
+        // count them as consumed.
+        st.accepted += out.len() as u64;
+        st.in_flight = 0;
+        self.set_depth(&st);
+        out
+    }
+
+    /// Keys due a sync that have not been delivered yet.
+    pub(crate) fn sync_backlog(&self) -> u64 {
+        self.stats.pending_syncs.load(Ordering::Relaxed)
+    }
+
     /// Counts one handled notification in the stats.
     fn record(&self, n: &Notification, delivery: &Delivery) {
         match delivery {
@@ -734,6 +845,23 @@ impl ListenerShared {
     pub(crate) fn queued(&self) -> usize {
         self.state.lock().queue.len()
     }
+
+    /// Number of keys due a sync, for tests.
+    pub(crate) fn pending_syncs(&self) -> usize {
+        self.state.lock().sync_set.len()
+    }
+}
+
+/// Drops the stale entries of `sync_order` once they outnumber the live ones,
+/// so that it stays O(keys) however often syncs are superseded.
+fn compact_syncs(st: &mut State) {
+    if st.sync_order.len() <= 2 * st.sync_set.len() + 1024 {
+        return;
+    }
+    let mut seen = HashSet::with_capacity(st.sync_set.len());
+    let live = &st.sync_set;
+    st.sync_order
+        .retain(|k| live.contains(k) && seen.insert(k.clone()));
 }
 
 /// A minimal object standing for a deleted key whose last state was not kept.

@@ -224,6 +224,12 @@ impl Processor {
             if due || next.is_none() {
                 *next = Some(now + period);
             }
+            if due && l.sync_backlog() > 0 {
+                // The previous resync's syncs are still waiting: this
+                // handler cannot keep up with its period. Its syncs merge
+                // (one per key) and still wait behind real changes.
+                l.stats.resync_overruns.fetch_add(1, Ordering::Relaxed);
+            }
             l.resync_due.store(due, Ordering::Relaxed);
             any |= due;
         }

@@ -15,16 +15,16 @@ class Handler(Protocol):
     @abstractmethod
     def init(self, config: str) -> None:
         """
-        Called once per instance, before any event, with the manifest's `[config]`
-        table as JSON (`{}` when there is none). An error stops the plugin from
-        loading and is reported with the message.
+        Called once per instance, before any event, with the manifest's
+        `[config]` table as JSON (`{}` when there is none). An error stops the
+        plugin from loading and is reported with the message.
         
         Raises: `componentize_py_types.Err(wit_world.imports.str)`
         """
         raise NotImplementedError
 
     @abstractmethod
-    def on_event(self, event: types.Event) -> None:
+    def on_event(self, event: types.EventInfo) -> None:
         """
         Called once per event. An error is counted as a handler error and the
         plugin carries on with the next event; a trap replaces the instance.
