@@ -187,6 +187,10 @@ for = "apps/v1/deployments"
 owns = ["v1/services"]
 workers = 2
 resync_seconds = 30
+# Room for the Python interpreter.
+memory_mb = 64
+fuel_per_event = 200_000_000
+timeout_ms = 2000
 
 [[write]]
 resource = "v1/services"
@@ -284,6 +288,15 @@ async fn rust_service_exposer_keeps_one_correct_service_per_exposed_deployment()
     exposer_converges_under_churn_and_faults(
         "service-exposer",
         Path::new(plugin_artifacts::SERVICE_EXPOSER),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_service_exposer_keeps_one_correct_service_per_exposed_deployment() {
+    exposer_converges_under_churn_and_faults(
+        "py-service-exposer",
+        &plugin_wasm("py-service-exposer"),
     )
     .await;
 }
