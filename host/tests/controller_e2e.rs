@@ -4,7 +4,10 @@
 //! controller's own writes failing with 500 and 429. Afterwards, `kubectl get`
 //! on the simulator must show exactly one correct Service for every
 //! Deployment labelled `expose: "true"` (with ports), and no other Service
-//! owned by a Deployment. The oracle is computed by this test from the
+//! owned by a Deployment. Then, so that every path is taken whatever the
+//! race between churn and controller left, one Deployment that has its
+//! Service is un-exposed, one gets new ports and one is deleted, and the
+//! same must hold again. The oracle is computed by this test from the
 //! Deployments the server holds; it shares no code with the plugin.
 
 mod host_support;
@@ -15,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use apisim::faults::{FailMode, RequestMatch};
-use apisim::workload::{Workload, WorkloadConfig};
+use apisim::workload::{Op, Workload, WorkloadConfig};
 use apisim::{Sim, SimConfig};
 use host_support::*;
 use serde_json::Value;
@@ -153,6 +156,53 @@ fn disagreement(kubeconfig: &Path) -> Option<String> {
     })
 }
 
+fn kubectl(kubeconfig: &Path, args: &[&str]) {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl is installed (scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The kind of a workload operation, for the churn's coverage.
+fn workload_op(op: &Op) -> &'static str {
+    match op {
+        Op::CreateDeployment(_) => "CreateDeployment",
+        Op::RelabelDeployment(_) => "RelabelDeployment",
+        Op::ChangeDeploymentPorts(_) => "ChangeDeploymentPorts",
+        Op::DeleteDeployment(_) => "DeleteDeployment",
+        _ => "pod",
+    }
+}
+
+/// Waits until the cluster agrees with the oracle (at most 120 s).
+async fn converge(host: &Host, plugin: &str, kubeconfig: &Path, when: &str) {
+    let started = Instant::now();
+    loop {
+        let k = kubeconfig.to_path_buf();
+        let d = tokio::task::spawn_blocking(move || disagreement(&k))
+            .await
+            .unwrap();
+        match d {
+            None => return,
+            Some(why) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "never converged {when}: {why}\nplugin: {:?}",
+                    host.report().plugins.get(plugin)
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
 /// Runs `plugin` (at `wasm`) as the service-exposer over churn and faults.
 pub async fn exposer_converges_under_churn_and_faults(plugin: &str, wasm: &Path) {
     let _ = tracing_subscriber::fmt()
@@ -214,8 +264,9 @@ verbs = ["create", "patch", "delete"]
     // Churn, with a fault every 20 steps.
     let faults = running.faults();
     let services_write = |m: &str| RequestMatch::method(m).path("/services");
+    let mut ops: Vec<&'static str> = Vec::new();
     for step in 0..400 {
-        workload.step().unwrap();
+        ops.push(workload_op(&workload.step().unwrap()));
         match step % 100 {
             10 => faults.fail_matching(3, FailMode::Internal, services_write("PATCH")),
             30 => {
@@ -236,24 +287,86 @@ verbs = ["create", "patch", "delete"]
     }
     // Let the injected write failures be taken (they fire on the next
     // matching request), then converge.
-    let started = Instant::now();
-    loop {
-        let k = kubeconfig.clone();
-        let d = tokio::task::spawn_blocking(move || disagreement(&k))
-            .await
-            .unwrap();
-        match d {
-            None => break,
-            Some(why) => {
-                assert!(
-                    started.elapsed() < Duration::from_secs(120),
-                    "never converged: {why}\nplugin: {:?}",
-                    host.report().plugins.get(plugin)
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
+    converge(&host, plugin, &kubeconfig, "after the churn").await;
+    let counts: BTreeMap<&str, u32> = ops.iter().fold(BTreeMap::new(), |mut m, k| {
+        *m.entry(*k).or_insert(0) += 1;
+        m
+    });
+    for kind in [
+        "CreateDeployment",
+        "RelabelDeployment",
+        "ChangeDeploymentPorts",
+        "DeleteDeployment",
+    ] {
+        assert!(
+            counts.get(kind).copied().unwrap_or(0) >= 10,
+            "the churn did {kind}: {counts:?}"
+        );
     }
+
+    // Then, on Deployments that have their Service now (whatever the race
+    // between churn and controller left): un-expose one, give one new ports,
+    // delete one (its Service goes by garbage collection), and converge again.
+    let k = kubeconfig.clone();
+    let exposed: Vec<String> = tokio::task::spawn_blocking(move || {
+        let d = kubectl_json(&k, &["get", "deployments", "-A", "-o", "json"]);
+        expected(&d).into_keys().collect()
+    })
+    .await
+    .unwrap();
+    assert!(exposed.len() >= 3, "{exposed:?}");
+    let k = kubeconfig.clone();
+    let picked = exposed.clone();
+    tokio::task::spawn_blocking(move || {
+        let ns_name = |key: &str| {
+            let (ns, name) = key.split_once('/').unwrap();
+            (ns.to_string(), name.to_string())
+        };
+        let (ns, name) = ns_name(&picked[0]);
+        kubectl(&k, &["label", "deployment", "-n", &ns, &name, "expose-"]);
+        let (ns, name) = ns_name(&picked[1]);
+        kubectl(
+            &k,
+            &[
+                "patch", "deployment", "-n", &ns, &name, "--type=json", "-p",
+                r#"[{"op":"replace","path":"/spec/template/spec/containers/0/ports","value":[{"name":"alt","containerPort":7443,"protocol":"TCP"}]}]"#,
+            ],
+        );
+        let (ns, name) = ns_name(&picked[2]);
+        kubectl(&k, &["delete", "deployment", "-n", &ns, &name]);
+    })
+    .await
+    .unwrap();
+    converge(
+        &host,
+        plugin,
+        &kubeconfig,
+        "after un-exposing, re-porting and deleting",
+    )
+    .await;
+    let k = kubeconfig.clone();
+    let after = tokio::task::spawn_blocking(move || {
+        kubectl_json(&k, &["get", "services", "-A", "-o", "json"])
+    })
+    .await
+    .unwrap();
+    let (have, _) = actual(&after);
+    assert!(
+        !have.contains_key(&exposed[0]),
+        "the un-exposed Deployment's Service is gone"
+    );
+    assert!(
+        !have.contains_key(&exposed[2]),
+        "the deleted Deployment's Service is gone"
+    );
+    assert!(
+        have[&exposed[1]]
+            .1
+            .contains(&(7443, 7443, "TCP".to_string()))
+            && have[&exposed[1]].1.len() == 1,
+        "the re-ported Deployment's Service has exactly the new port: {:?}",
+        have[&exposed[1]]
+    );
     let report = host.report();
     let r = &report.plugins[plugin];
     let c = r.controller.as_ref().expect("a controller's report");
