@@ -12,7 +12,7 @@
 //!   with `force=true` those fields move to the applier.
 //!
 //! The subset, without OpenAPI schemas:
-//! - Lists whose field has a merge key in [`crate::patch::merge_key`] are keyed lists
+//! - Lists whose field has a merge key in [`crate::patch::list_merge_key`] are keyed lists
 //!   (`k:{"name":"x"}`), `finalizers` is a set (`v:"x"`), every other list is atomic (a leaf).
 //! - Maps are structs (no `.` entry) except the string maps `labels`, `annotations`, `data`,
 //!   `binaryData`, `stringData`, `matchLabels`, `nodeSelector`, `limits`, `requests`, which own
@@ -31,7 +31,7 @@
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
-use crate::patch::{self, merge_key, PatchType};
+use crate::patch::{self, list_merge_key, PatchType};
 use crate::resource::ResourceType;
 use crate::status::ApiError;
 use crate::store::Subresource;
@@ -112,11 +112,11 @@ fn walk(prefix: &Path, map: &Map<String, Value>, set: &mut FieldSet) {
             }
             Value::Array(items)
                 if !items.is_empty()
-                    && merge_key(k).is_some_and(|key| {
+                    && list_merge_key(k, items).is_some_and(|key| {
                         items.iter().all(|i| i.is_object() && i.get(key).is_some())
                     }) =>
             {
-                let key = merge_key(k).expect("checked");
+                let key = list_merge_key(k, items).expect("checked");
                 set.insert(p.clone());
                 for item in items {
                     let mut ip = p.clone();
@@ -640,13 +640,27 @@ pub fn apply(
         .map(|e| e.fields.clone())
         .unwrap_or_default();
     let mut obj = live.clone();
+    // Parents first: a removed list item takes its fields with it (removing the fields first
+    // would remove its key and leave the rest of the item behind). A key field of an item that
+    // stays is kept.
     let dropped: Vec<&Path> = previous.difference(&applied_set).collect();
-    for p in dropped.into_iter().rev() {
+    let mut removed: Vec<&Path> = Vec::new();
+    for p in dropped {
+        if removed.iter().any(|r| p.starts_with(r)) {
+            continue;
+        }
         let owned_elsewhere = list.iter().any(|e| {
             !e.same_manager(manager, "Apply", subname) && e.fields.iter().any(|q| q.starts_with(p))
         });
-        if !owned_elsewhere {
+        let key_of_parent = match p.as_slice() {
+            [.., Elem::Key(k), Elem::Field(f)] => {
+                serde_json::from_str::<Map<String, Value>>(k).is_ok_and(|k| k.contains_key(f))
+            }
+            _ => false,
+        };
+        if !owned_elsewhere && !key_of_parent {
             remove_at(&mut obj, p);
+            removed.push(p);
         }
     }
     let obj_before_merge = obj.clone();
@@ -730,6 +744,50 @@ mod tests {
             path_string(&p),
             ".spec.template.spec.containers[name=\"main\"].image"
         );
+    }
+
+    /// A Service's ports are keyed by `port` (not `containerPort`, the other `ports`), so
+    /// re-applying fewer ports removes the ones no longer applied instead of appending.
+    #[test]
+    fn reapplying_fewer_service_ports_removes_the_others() {
+        let r = Registry::with_builtins();
+        let rt = r.get(r.find("", "v1", "services").unwrap());
+        let cfg = |ports: &[u64]| {
+            let ports: Vec<Value> = ports
+                .iter()
+                .map(|p| json!({"name": format!("p{p}"), "port": p, "targetPort": p, "protocol": "TCP"}))
+                .collect();
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                   "spec": {"selector": {"app": "a"}, "ports": ports}})
+        };
+        let a = apply(
+            &rt,
+            Subresource::Main,
+            None,
+            &cfg(&[80, 90]),
+            "m",
+            true,
+            "t1",
+        )
+        .unwrap();
+        let b = apply(
+            &rt,
+            Subresource::Main,
+            Some(&a),
+            &cfg(&[90, 100]),
+            "m",
+            true,
+            "t2",
+        )
+        .unwrap();
+        let ports: Vec<u64> = b["spec"]["ports"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{b}"))
+            .iter()
+            .filter_map(|p| p["port"].as_u64())
+            .collect();
+        assert_eq!(ports, vec![90, 100], "{b}");
+        assert_eq!(b["spec"]["ports"].as_array().unwrap().len(), 2, "{b}");
     }
 
     #[test]

@@ -113,6 +113,29 @@ pub fn merge_key(field: &str) -> Option<&'static str> {
     })
 }
 
+/// The merge key of the list `field` holding `items`. `ports` names two types: container ports
+/// are keyed by `containerPort`, a Service's by `port` (as their `patchMergeKey`s).
+pub fn list_merge_key<'a>(
+    field: &str,
+    items: impl IntoIterator<Item = &'a Value>,
+) -> Option<&'static str> {
+    match merge_key(field) {
+        Some("containerPort") => {
+            let (mut container, mut service) = (false, false);
+            for i in items {
+                container |= i.get("containerPort").is_some();
+                service |= i.get("port").is_some();
+            }
+            Some(if service && !container {
+                "port"
+            } else {
+                "containerPort"
+            })
+        }
+        k => k,
+    }
+}
+
 fn strategic_merge(target: Value, patch: &Value, _field: &str) -> Value {
     let Some(pmap) = patch.as_object() else {
         return patch.clone();
@@ -170,7 +193,7 @@ fn merge_list(field: &str, cur: Vec<Value>, patch: &[Value], order: Option<&Vec<
         }
         return Value::Array(out);
     }
-    let Some(key) = merge_key(field) else {
+    let Some(key) = list_merge_key(field, patch.iter().chain(cur.iter())) else {
         return Value::Array(
             patch
                 .iter()

@@ -20,6 +20,10 @@ use serde::Deserialize;
 use toml::Spanned;
 use wasm_informer_runtime::capability::kube::{KubeSettings, WriteGrant};
 
+mod controller;
+
+pub use controller::{ControllerSpec, WatchBy, WatchSpec, MAX_WORKERS};
+
 /// Default address of the metrics and health endpoints.
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9898";
 
@@ -377,6 +381,15 @@ pub struct SimSettings {
     pub seed: u64,
     /// Churn operations per second while the host runs (0 for none).
     pub churn_per_second: f64,
+    /// Deployments of the workload generator (containers with ports), over
+    /// the same namespaces; a fraction `expose_fraction` of them is labelled
+    /// `expose: "true"` (what the service-exposer example reconciles).
+    pub deployments: usize,
+    /// Fraction (0 to 1) of generated Deployments labelled `expose: "true"`.
+    pub expose_fraction: f64,
+    /// Weight of Deployment operations (create, relabel, change ports,
+    /// delete) in churn, against 4 for the pod operations; 0 for none.
+    pub deployment_churn: u32,
 }
 
 impl Default for SimSettings {
@@ -387,6 +400,9 @@ impl Default for SimSettings {
             nodes: 12,
             seed: 42,
             churn_per_second: 40.0,
+            deployments: 40,
+            expose_fraction: 0.25,
+            deployment_churn: 1,
         }
     }
 }
@@ -449,6 +465,9 @@ struct RawSim {
     nodes: Option<Spanned<usize>>,
     seed: Option<u64>,
     churn_per_second: Option<Spanned<f64>>,
+    deployments: Option<usize>,
+    expose_fraction: Option<Spanned<f64>>,
+    deployment_churn: Option<u32>,
 }
 
 /// `[indexers.RESOURCE]` tables: index name to field path.
@@ -571,12 +590,27 @@ impl HostSettings {
                 Some(c) => c.into_inner(),
                 None => d.churn_per_second,
             };
+            let expose_fraction = match s.expose_fraction {
+                Some(f) if !(0.0..=1.0).contains(f.get_ref()) => {
+                    return Err(ConfigError::at(
+                        &src,
+                        f.span(),
+                        "sim.expose_fraction",
+                        "must be a number between 0 and 1",
+                    ))
+                }
+                Some(f) => f.into_inner(),
+                None => d.expose_fraction,
+            };
             out.sim = SimSettings {
                 pods: s.pods.unwrap_or(d.pods),
                 namespaces: positive(s.namespaces, "sim.namespaces", d.namespaces)?,
                 nodes: positive(s.nodes, "sim.nodes", d.nodes)?,
                 seed: s.seed.unwrap_or(d.seed),
                 churn_per_second: churn,
+                deployments: s.deployments.unwrap_or(d.deployments),
+                expose_fraction,
+                deployment_churn: s.deployment_churn.unwrap_or(d.deployment_churn),
             };
         }
         if let Some(c) = raw.cluster {
@@ -828,12 +862,19 @@ pub struct PluginManifest {
     /// What the plugin may do on the API server (`[[write]]`, `events`,
     /// `dry_run`) and how its calls are paced and bounded.
     pub kube: KubeSettings,
+    /// Set for a controller (a manifest with `for`): its triggers, workers
+    /// and retry limiter. Its `resources` is then empty.
+    pub controller: Option<ControllerSpec>,
 }
 
 impl PluginManifest {
-    /// Resource ids the plugin subscribes to.
+    /// Resource ids the plugin subscribes to (a controller: every resource
+    /// its triggers watch).
     pub fn resource_ids(&self) -> Vec<String> {
-        self.resources.iter().map(|r| r.value.clone()).collect()
+        match &self.controller {
+            Some(c) => c.resource_ids(),
+            None => self.resources.iter().map(|r| r.value.clone()).collect(),
+        }
     }
 
     /// Resource ids the plugin may read: `resources` plus `read`, deduplicated.
@@ -868,7 +909,16 @@ impl PluginManifest {
 struct RawManifest {
     name: Spanned<String>,
     wasm: Spanned<String>,
-    resources: Spanned<Vec<Spanned<String>>>,
+    resources: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(rename = "for")]
+    for_: Option<Spanned<String>>,
+    owns: Option<Spanned<Vec<Spanned<String>>>>,
+    watches: Option<Vec<controller::RawWatch>>,
+    workers: Option<Spanned<u64>>,
+    retry_base_delay_ms: Option<Spanned<u64>>,
+    retry_max_delay_ms: Option<Spanned<u64>>,
+    retry_qps: Option<Spanned<f64>>,
+    retry_burst: Option<Spanned<u64>>,
     namespace: Option<Spanned<String>>,
     label_selector: Option<Spanned<String>>,
     read: Option<Vec<Spanned<String>>>,
@@ -1040,16 +1090,24 @@ impl PluginManifest {
             ));
         }
 
-        if raw.resources.get_ref().is_empty() {
-            return Err(ConfigError::at(
-                &src,
-                raw.resources.span(),
-                "resources",
-                "must list at least one resource, for example [\"v1/pods\"]",
-            ));
-        }
+        let controller = controller::controller_spec(&src, &raw)?;
+        let listed: &[Spanned<String>] = match (&raw.resources, &controller) {
+            (_, Some(_)) => &[],
+            (Some(r), None) if !r.get_ref().is_empty() => r.get_ref(),
+            (r, None) => {
+                return Err(ConfigError {
+                    file: path.to_path_buf(),
+                    position: Some(line_col(
+                        text,
+                        r.as_ref().map_or(raw.name.span(), |r| r.span()).start,
+                    )),
+                    key: Some("resources".into()),
+                    reason: "must list at least one resource, for example [\"v1/pods\"] (an event handler), or name the resource to reconcile with `for = \"GROUP/VERSION/PLURAL\"` (a controller)".into(),
+                })
+            }
+        };
         let mut resources: Vec<Located<String>> = Vec::new();
-        for r in raw.resources.get_ref() {
+        for r in listed {
             check_resource_id(r.get_ref())
                 .map_err(|e| ConfigError::at(&src, r.span(), "resources", e))?;
             if resources.iter().any(|x| &x.value == r.get_ref()) {
@@ -1144,6 +1202,7 @@ impl PluginManifest {
             limits,
             config_json,
             kube,
+            controller,
         })
     }
 }

@@ -37,6 +37,7 @@ use parking_lot::Mutex;
 
 use crate::components::{ComponentError, PassComponents};
 use crate::config::{ConfigDir, ConfigError, PluginManifest};
+use crate::controller::ControllerPart;
 use crate::drain::{Drain, DrainGate};
 use crate::kube_api::KubeApi;
 use crate::metrics::{Observe, PluginDurations, PluginLatency};
@@ -75,6 +76,8 @@ struct Slot {
     manifest: PluginManifest,
     status: Arc<PluginStatus>,
     parts: Vec<Part>,
+    /// A controller's queue, triggers and workers (instead of `parts`).
+    controller: Option<ControllerPart>,
     read_leases: Vec<InformerLease>,
     latency: Arc<LatencyHistogram>,
     /// Counters of the plugin's earlier versions (hot reloads).
@@ -147,7 +150,24 @@ impl Slot {
         r.delivered.updated = c.delivered.updated + st.delivered.updated;
         r.delivered.deleted = c.delivered.deleted + st.delivered.deleted;
         r.delivered.synced = c.delivered.synced + st.delivered.synced;
+        if let Some(ctl) = &self.controller {
+            let mut cr = ctl.report();
+            if let Some(earlier) = &c.controller {
+                cr.carry(earlier);
+            }
+            r.queue_depth = cr.queue.depth;
+            r.controller = Some(cr);
+        }
         r
+    }
+
+    /// Lets a controller's workers start (once its caches have synced). The
+    /// supervisor calls it when no other version of the plugin reconciles
+    /// any more; event handlers need nothing.
+    fn release(&mut self) {
+        if let Some(c) = &mut self.controller {
+            c.release();
+        }
     }
 
     /// Drains every runner (current event finishes, no new one starts), then
@@ -157,7 +177,10 @@ impl Slot {
             let d = p.drain.clone();
             async move { d.close_and_wait(grace).await }
         });
-        let idle = futures::future::join_all(waits).await;
+        let mut idle = futures::future::join_all(waits).await;
+        if let Some(c) = &mut self.controller {
+            idle.push(c.stop(grace).await);
+        }
         if idle.iter().any(|i| !i) {
             tracing::warn!(plugin = %self.manifest.name, grace_ms = grace.as_millis() as u64, "plugin did not finish its event within the grace period; stopping it anyway");
         }
@@ -434,6 +457,8 @@ impl Host {
                 match self.load(&manifest, None, components).await {
                     Ok(slot) => {
                         state.lock().commit_running(&manifest, fingerprint);
+                        let mut slot = slot;
+                        slot.release();
                         let mut sh = self.shared.lock();
                         sh.failures.remove(&file);
                         sh.gone.remove(&name);
@@ -476,11 +501,11 @@ impl Host {
                 {
                     Ok(slot) => {
                         state.lock().commit_running(&manifest, fingerprint);
+                        let slot = Arc::new(tokio::sync::Mutex::new(slot));
                         {
                             let mut sh = self.shared.lock();
                             sh.failures.remove(&file);
-                            sh.slots
-                                .insert(name.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
+                            sh.slots.insert(name.clone(), slot.clone());
                             if old_name != name {
                                 sh.slots.remove(&old_name);
                             }
@@ -495,6 +520,9 @@ impl Host {
                                 self.shared.lock().gone.insert(old_name.clone(), r);
                             }
                         }
+                        // A controller's new workers start only now: no key is
+                        // reconciled by two versions at once.
+                        slot.lock().await.release();
                         self.refresh_informers();
                         tracing::info!(plugin = %name, file = %file.display(), "plugin reloaded: new version took over");
                         self.event("changed", Some(&name), &file, None)
@@ -612,6 +640,9 @@ impl Host {
         .map_err(|e| format!("{wasm}: link task failed: {e}"))?
         .map_err(|e| one_line(&format!("{wasm}: {e}")))?;
         tracing::debug!(plugin = %manifest.name, ms = started.elapsed().as_millis() as u64, "component compiled");
+        manifest
+            .check_world(loaded.world())
+            .map_err(|e| e.to_string())?;
 
         let mut read_leases = Vec::new();
         for r in &manifest.read {
@@ -655,6 +686,21 @@ impl Host {
             dry_run: self.options.dry_run,
             identity: self.identity.clone(),
         };
+        let mut controller = None;
+        if manifest.controller.is_some() {
+            let part = ControllerPart::start(
+                &self.registry,
+                self.engine.clone(),
+                loaded.clone(),
+                services.clone(),
+                manifest,
+                status.clone(),
+                self.options.cluster.as_ref(),
+            )
+            .await
+            .map_err(&restore)?;
+            controller = Some(part);
+        }
         let mut parts = Vec::new();
         for r in &manifest.resources {
             let runner = PluginRunner::start_with_status(
@@ -703,6 +749,7 @@ impl Host {
             manifest: manifest.clone(),
             status,
             parts,
+            controller,
             read_leases,
             latency,
             carried,

@@ -13,6 +13,7 @@ pub mod config;
 
 // Supervision: plugins to listeners, switch-over, reload, shutdown.
 pub mod host;
+pub mod controller;
 pub mod kube_api;
 pub mod reload;
 pub mod components;

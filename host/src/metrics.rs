@@ -345,6 +345,7 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &per_plugin(&|p| f64::from(u8::from(p.resync_behind))),
         )?;
+        controller_families(&mut enc, &plugins)?;
 
         let informers: Vec<_> = r.informers.iter().collect();
         let per_informer =
@@ -518,6 +519,133 @@ impl Collector for ReportCollector {
         )?;
         Ok(())
     }
+}
+
+/// One histogram sample of a snapshot, as prometheus-client encodes it.
+struct HistogramValue<'a>(&'a kube_informer::workqueue::HistogramSnapshot);
+
+impl EncodeMetric for HistogramValue<'_> {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            self.0.sum_seconds,
+            self.0.count,
+            &self.0.bounds(),
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// The work-queue families of every controller plugin, under client-go's
+/// names with the label `name=PLUGIN`, and its reconciles by outcome.
+fn controller_families(
+    enc: &mut DescriptorEncoder,
+    plugins: &[(&String, &crate::report::PluginReport)],
+) -> Result<(), std::fmt::Error> {
+    let controllers: Vec<(&str, &crate::report::ControllerReport)> = plugins
+        .iter()
+        .filter_map(|(n, p)| p.controller.as_ref().map(|c| (n.as_str(), c)))
+        .collect();
+    let per = |f: &dyn Fn(&crate::report::ControllerReport) -> f64| -> Vec<(Labels<'_>, f64)> {
+        controllers
+            .iter()
+            .map(|(n, c)| (vec![("name", *n)], f(c)))
+            .collect()
+    };
+    family(
+        enc,
+        "workqueue_depth",
+        "Current depth of workqueue.",
+        MetricType::Gauge,
+        &per(&|c| c.queue.depth as f64),
+    )?;
+    family(
+        enc,
+        "workqueue_adds",
+        "Total number of adds handled by workqueue.",
+        MetricType::Counter,
+        &per(&|c| c.queue.adds as f64),
+    )?;
+    family(
+        enc,
+        "workqueue_retries",
+        "Total number of retries handled by workqueue.",
+        MetricType::Counter,
+        &per(&|c| c.queue.retries as f64),
+    )?;
+    family(
+        enc,
+        "workqueue_unfinished_work_seconds",
+        "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+        MetricType::Gauge,
+        &per(&|c| c.queue.unfinished_work_seconds),
+    )?;
+    family(
+        enc,
+        "workqueue_longest_running_processor_seconds",
+        "How many seconds has the longest running processor for workqueue been running.",
+        MetricType::Gauge,
+        &per(&|c| c.queue.longest_running_processor_seconds),
+    )?;
+    for (name, help, pick) in [
+        (
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested.",
+            (|c: &crate::report::ControllerReport| &c.queue.queue_duration)
+                as fn(
+                    &crate::report::ControllerReport,
+                ) -> &kube_informer::workqueue::HistogramSnapshot,
+        ),
+        (
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            |c: &crate::report::ControllerReport| &c.queue.work_duration,
+        ),
+    ] {
+        let mut me = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+        for (n, c) in &controllers {
+            let labels: Labels<'_> = vec![("name", *n)];
+            let fe = me.encode_family(&labels)?;
+            HistogramValue(pick(c)).encode(fe)?;
+        }
+    }
+    let mut outcomes = Vec::new();
+    for (n, c) in &controllers {
+        let r = &c.reconciles;
+        for (outcome, v) in [
+            ("ok", r.ok),
+            ("requeue", r.requeue),
+            ("retry", r.retry),
+            ("terminal", r.terminal),
+            ("trap", r.trap),
+        ] {
+            outcomes.push((vec![("plugin", *n), ("outcome", outcome)], v as f64));
+        }
+    }
+    family(
+        enc,
+        "wasm_informer_plugin_reconciles",
+        "Reconciles of a controller plugin, by outcome (ok, requeue, retry, terminal, trap).",
+        MetricType::Counter,
+        &outcomes,
+    )?;
+    family(
+        enc,
+        "wasm_informer_plugin_workers",
+        "Workers (instances) of a controller plugin.",
+        MetricType::Gauge,
+        &controllers
+            .iter()
+            .map(|(n, c)| (vec![("plugin", *n)], c.workers as f64))
+            .collect::<Vec<_>>(),
+    )?;
+    Ok(())
 }
 
 /// Content type of the classic Prometheus text format (0.0.4).
@@ -885,5 +1013,65 @@ mod tests {
             "{classic}"
         );
         assert!(!classic.contains("# EOF"));
+    }
+
+    #[test]
+    fn controllers_get_client_go_workqueue_series() {
+        let mut r = Report::default();
+        let mut c = crate::report::ControllerReport {
+            primary: "apps/v1/deployments".into(),
+            workers: 4,
+            ..Default::default()
+        };
+        c.queue.depth = 3;
+        c.queue.adds = 12;
+        c.queue.retries = 2;
+        c.queue.longest_running_processor_seconds = 0.5;
+        c.queue.unfinished_work_seconds = 0.75;
+        c.queue.queue_duration = kube_informer::workqueue::HistogramSnapshot {
+            buckets: vec![0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 1],
+            count: 4,
+            sum_seconds: 20.5,
+        };
+        c.queue.work_duration = c.queue.queue_duration.clone();
+        c.reconciles.ok = 9;
+        c.reconciles.trap = 1;
+        r.plugins.insert(
+            "exposer".into(),
+            PluginReport {
+                state: "running".into(),
+                controller: Some(c),
+                ..Default::default()
+            },
+        );
+        r.plugins.insert("handler".into(), PluginReport::default());
+        let text = to_prometheus_text(&render(Arc::new(Fixed(r, vec![]))));
+        for line in [
+            "workqueue_depth{name=\"exposer\"} 3",
+            "workqueue_adds_total{name=\"exposer\"} 12",
+            "workqueue_retries_total{name=\"exposer\"} 2",
+            "workqueue_longest_running_processor_seconds{name=\"exposer\"} 0.5",
+            "workqueue_unfinished_work_seconds{name=\"exposer\"} 0.75",
+            "workqueue_queue_duration_seconds_bucket{le=\"0.0001\",name=\"exposer\"} 1",
+            "workqueue_queue_duration_seconds_bucket{le=\"0.001\",name=\"exposer\"} 3",
+            "workqueue_queue_duration_seconds_bucket{le=\"+Inf\",name=\"exposer\"} 4",
+            "workqueue_work_duration_seconds_count{name=\"exposer\"} 4",
+            "workqueue_work_duration_seconds_sum{name=\"exposer\"} 20.5",
+            "wasm_informer_plugin_reconciles_total{plugin=\"exposer\",outcome=\"ok\"} 9",
+            "wasm_informer_plugin_reconciles_total{plugin=\"exposer\",outcome=\"trap\"} 1",
+            "wasm_informer_plugin_workers{plugin=\"exposer\"} 4",
+            "# TYPE workqueue_queue_duration_seconds histogram",
+            "# TYPE workqueue_adds_total counter",
+        ] {
+            assert!(text.contains(line), "missing {line}:\n{text}");
+        }
+        assert!(
+            !text.contains("name=\"handler\""),
+            "event handlers have no work queue"
+        );
+        // A scraper parses it.
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        let scrape = prometheus_parse::Scrape::parse(lines).unwrap();
+        assert!(scrape.samples.iter().any(|s| s.metric == "workqueue_depth"));
     }
 }

@@ -93,6 +93,9 @@ pub struct PluginReport {
     /// Extra: the plugin's API calls (the `kube` and `events` capabilities).
     #[serde(default)]
     pub api: ApiReport,
+    /// Extra, for a controller plugin only: its work queue and reconciles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<ControllerReport>,
 }
 
 /// One plugin's API calls, all versions of it together.
@@ -125,6 +128,33 @@ impl ApiReport {
             dry_run: self.dry_run + other.dry_run,
             by_verb,
         }
+    }
+}
+
+/// A controller plugin's work queue and reconciles (`plugins.NAME.controller`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ControllerReport {
+    /// The primary resource (`for`).
+    pub primary: String,
+    /// Workers (instances) reconciling side by side.
+    pub workers: u64,
+    /// Reconciles by outcome: `ok`, `requeue`, `retry`, `terminal`, `trap`.
+    pub reconciles: kube_informer::workqueue::ReconcileCounts,
+    /// The work queue, with client-go's workqueue metrics.
+    pub queue: kube_informer::workqueue::QueueMetricsSnapshot,
+}
+
+impl ControllerReport {
+    /// Adds the counters of an earlier version of the plugin (gauges are
+    /// this version's).
+    pub fn carry(&mut self, earlier: &ControllerReport) {
+        self.reconciles.add(&earlier.reconciles);
+        self.queue.adds += earlier.queue.adds;
+        self.queue.retries += earlier.queue.retries;
+        self.queue
+            .queue_duration
+            .merge(&earlier.queue.queue_duration);
+        self.queue.work_duration.merge(&earlier.queue.work_duration);
     }
 }
 

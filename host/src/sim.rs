@@ -1,5 +1,7 @@
 //! The embedded API simulator behind `run --sim` and `sim`: apisim seeded by the
-//! workload generator (pods) plus a set of Deployments, churned while it runs.
+//! workload generator (pods, and Deployments with container ports, some
+//! labelled `expose: "true"`) plus a set of plain Deployments, churned while it
+//! runs.
 //!
 //! Job: start the simulator on 127.0.0.1, write a kubeconfig for it, build a
 //! kube client, churn pods at the configured rate and touch one Deployment every
@@ -85,7 +87,9 @@ impl EmbeddedSim {
     ) -> anyhow::Result<Self> {
         let sim = Sim::new(SimConfig::default());
         let store = sim.store().clone();
-        let mut wc = WorkloadConfig::new(settings.pods, settings.namespaces, settings.seed);
+        let mut wc = WorkloadConfig::new(settings.pods, settings.namespaces, settings.seed)
+            .with_deployments(settings.deployments, settings.expose_fraction)
+            .with_deployment_churn(settings.deployment_churn);
         wc.nodes = settings.nodes;
         let workload = Workload::seed(store.clone(), wc)
             .map_err(|e| anyhow::anyhow!("seeding the simulator: {e:?}"))?;

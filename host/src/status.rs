@@ -77,6 +77,45 @@ impl StatusTable {
                 p.resync_overruns
             );
         }
+        let controllers: Vec<_> = report
+            .plugins
+            .iter()
+            .filter_map(|(n, p)| p.controller.as_ref().map(|c| (n, c)))
+            .collect();
+        if !controllers.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "{:<24} {:>7} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6}",
+                "CONTROLLER",
+                "WORKERS",
+                "DEPTH",
+                "WAITING",
+                "RECONCILE",
+                "OK",
+                "REQUEUE",
+                "RETRY",
+                "TERMINAL",
+                "TRAP"
+            );
+            for (name, c) in controllers {
+                let r = &c.reconciles;
+                let _ = writeln!(
+                    out,
+                    "{:<24} {:>7} {:>7} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6}",
+                    truncate(name, 24),
+                    c.workers,
+                    c.queue.depth,
+                    c.queue.waiting,
+                    r.total(),
+                    r.ok,
+                    r.requeue,
+                    r.retry,
+                    r.terminal,
+                    r.trap
+                );
+            }
+        }
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -182,6 +221,42 @@ mod tests {
             cols,
             vec!["fast", "running", "25.0", "3", "5", "0", "0", "0"],
             "{second}"
+        );
+    }
+
+    #[test]
+    fn controllers_get_a_row_of_reconcile_outcomes() {
+        let mut table = StatusTable::default();
+        let mut r = Report::default();
+        let mut c = crate::report::ControllerReport {
+            primary: "apps/v1/deployments".into(),
+            workers: 2,
+            ..Default::default()
+        };
+        c.queue.depth = 7;
+        c.queue.waiting = 1;
+        c.reconciles.ok = 10;
+        c.reconciles.retry = 2;
+        c.reconciles.trap = 1;
+        r.plugins.insert(
+            "exposer".into(),
+            PluginReport {
+                state: "running".into(),
+                controller: Some(c),
+                ..Default::default()
+            },
+        );
+        let text = table.render(&r, Instant::now());
+        let row = text
+            .lines()
+            .skip_while(|l| !l.starts_with("CONTROLLER"))
+            .nth(1)
+            .unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            vec!["exposer", "2", "7", "1", "13", "10", "0", "2", "0", "1"],
+            "{text}"
         );
     }
 }

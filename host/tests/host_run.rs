@@ -18,8 +18,9 @@ use std::time::Duration;
 use host_support::content::*;
 use host_support::*;
 
-/// Example plugin names, from config/plugins/*.toml.
-fn configured_plugins() -> Vec<String> {
+/// Example plugin names, from config/plugins/*.toml: event handlers, then
+/// controllers.
+fn configured_plugins() -> (Vec<String>, Vec<String>) {
     let dir = repo_root().join("config");
     let scan = wasm_informer::config::ConfigDir::open(&dir).unwrap().scan();
     assert!(
@@ -34,7 +35,12 @@ fn configured_plugins() -> Vec<String> {
             m.wasm.display()
         );
     }
-    scan.manifests.iter().map(|m| m.name.clone()).collect()
+    let (controllers, handlers): (Vec<_>, Vec<_>) =
+        scan.manifests.iter().partition(|m| m.controller.is_some());
+    let names = |v: Vec<&wasm_informer::config::PluginManifest>| {
+        v.into_iter().map(|m| m.name.clone()).collect::<Vec<_>>()
+    };
+    (names(handlers), names(controllers))
 }
 
 fn check_metrics_text(text: &str) {
@@ -130,7 +136,7 @@ fn check_metrics_text(text: &str) {
 
 #[test]
 fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
-    let mut plugins = configured_plugins();
+    let (mut plugins, controllers) = configured_plugins();
     assert!(
         plugins.len() >= 3,
         "expected the example plugins in config/plugins: {plugins:?}"
@@ -190,6 +196,13 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
             sample(
                 t,
                 &format!("wasm_informer_plugin_events_total{{plugin=\"{p}\",kind=\"added\"}}"),
+            )
+            .unwrap_or(0.0)
+                > 0.0
+        }) && controllers.iter().all(|p| {
+            sample(
+                t,
+                &format!("wasm_informer_plugin_reconciles_total{{plugin=\"{p}\",outcome=\"ok\"}}"),
             )
             .unwrap_or(0.0)
                 > 0.0
@@ -253,6 +266,17 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
         assert!(
             pr["latency_us"]["p99"].as_u64().unwrap() >= pr["latency_us"]["p50"].as_u64().unwrap()
         );
+    }
+    // Controllers reconcile keys instead of receiving events.
+    for p in &controllers {
+        let pr = &r["plugins"][p];
+        let c = &pr["controller"];
+        assert!(
+            c["reconciles"]["ok"].as_u64().unwrap() > 0,
+            "controller {p} reconciled nothing: {pr}"
+        );
+        assert_eq!(c["reconciles"]["trap"], 0, "{p}: {pr}");
+        assert_eq!(pr["state"], "stopped", "{p}");
     }
     let informers = r["informers"].as_object().unwrap();
     assert!(

@@ -80,6 +80,8 @@ struct State {
     populated: bool,
     initial_remaining: usize,
     initial_in_flight: usize,
+    /// An empty first list was reported by [`DeltaFifo::pop_process`].
+    empty_list_reported: bool,
     closed: bool,
 }
 
@@ -246,6 +248,8 @@ impl DeltaFifo {
         if !s.populated {
             s.populated = true;
             s.initial_remaining = s.queue.len();
+            // A non-empty list is reported by popping it.
+            s.empty_list_reported = !s.queue.is_empty();
         }
         drop(s);
         self.notify.notify_one();
@@ -274,7 +278,9 @@ impl DeltaFifo {
     /// while holding the FIFO's lock (as client-go's Pop does), so a concurrent
     /// Replace never diffs against an Indexer that is missing a popped key.
     /// `process` must not call back into the FIFO. Returns `false` once the FIFO
-    /// is closed.
+    /// is closed. When the first list is empty it returns `true` once without
+    /// calling `process`, so that the caller sees [`DeltaFifo::has_synced`]
+    /// without waiting for a first live event.
     pub async fn pop_process(&self, process: impl FnOnce(&Popped)) -> bool {
         let mut process = Some(process);
         loop {
@@ -292,6 +298,10 @@ impl DeltaFifo {
                 }
                 if s.closed {
                     return false;
+                }
+                if s.populated && s.initial_remaining == 0 && !s.empty_list_reported {
+                    s.empty_list_reported = true;
+                    return true;
                 }
             }
             self.waiting
@@ -526,6 +536,37 @@ mod tests {
         let (_ix, f) = fifo();
         f.replace(vec![]);
         assert!(f.has_synced());
+    }
+
+    /// The informer marks itself synced after a pop; an empty first list
+    /// must not leave it waiting for a first live event.
+    #[tokio::test]
+    async fn empty_first_list_wakes_the_popper_once() {
+        let (_ix, f) = fifo();
+        let f = Arc::new(f);
+        let f2 = f.clone();
+        let h = tokio::spawn(async move {
+            let mut called = false;
+            let more = f2.pop_process(|_| called = true).await;
+            (more, called)
+        });
+        tokio::task::yield_now().await;
+        f.replace(vec![]);
+        let (more, called) = tokio::time::timeout(std::time::Duration::from_secs(5), h)
+            .await
+            .expect("the popper returned")
+            .unwrap();
+        assert!(more && !called && f.has_synced());
+        // Afterwards it waits for items as before.
+        let f3 = f.clone();
+        let h = tokio::spawn(async move {
+            let mut key = String::new();
+            f3.pop_process(|p| key = p.key.to_string()).await;
+            key
+        });
+        tokio::task::yield_now().await;
+        f.add(obj("y", 1));
+        assert_eq!(h.await.unwrap(), "ns/y");
     }
 
     /// I8: a Replace that races with processing of a popped key still sees

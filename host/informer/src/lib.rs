@@ -168,6 +168,9 @@ pub mod registry;
 // The cache as consumers query it.
 pub mod cache_view;
 
+// Controllers: a work queue of keys fed by listeners, and its workers.
+pub mod workqueue;
+
 pub use cache_view::{CacheError, CacheView};
 pub use handler::{from_fn, Delivery, Handled, Handler, HandlerOptions, HandlerOptionsError};
 pub use indexer::{IndexSpec, Indexer};
@@ -175,7 +178,7 @@ pub use indexer::{IndexSpec, Indexer};
 pub use informer::{InformerBuilder, InformerConfig, InformerError, SharedInformer};
 pub use notification::{EventKind, Notification, NotificationRef};
 pub use object::{Object, ObjectRef, Transform};
-pub use ownership::{Handover, Ownership, Owns};
+pub use ownership::{Follower, FollowerWait, Handover, Ownership, Owns};
 pub use registration::Registration;
 #[cfg(feature = "client")]
 pub use registry::{InformerLease, InformerRegistry};

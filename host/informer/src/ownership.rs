@@ -14,6 +14,11 @@
 //! The informer knows nothing of why a key is owned: a predicate may be "all"
 //! or "none" (leader election), a hash ring (sharding), or anything else.
 //!
+//! Work that outlives a listener's batch (a controller's work queue, whose
+//! keys are reconciled after the batch that queued them) follows the same
+//! predicate as a [`Follower`]: told of every change under the same lock, it
+//! drops what it no longer owns and adds its own wait to the [`Handover`].
+//!
 //! Invariants:
 //! - After [`Ownership::set`] returns, no attached listener starts handling a
 //!   notification of a key the new predicate does not own. Once the
@@ -78,6 +83,36 @@ pub struct Ownership {
     /// Serialises changes and attachments, so that a listener attached during
     /// a change starts with the predicate that change installs.
     changes: Mutex<Vec<Weak<ListenerShared>>>,
+    /// Followers, told of each change after the listeners.
+    followers: Mutex<Vec<Weak<dyn Follower>>>,
+}
+
+/// Work beyond the listeners that follows an [`Ownership`] (a controller's
+/// work queue): on each change it drops what the new predicate does not own
+/// and says how to wait until nothing it does for a lost key is still in
+/// progress.
+pub trait Follower: Send + Sync + 'static {
+    /// The predicate changed from `previous` to `next` (already in force).
+    /// Returns a wait for work in progress on keys `next` does not own, if
+    /// there is any.
+    fn rebase(&self, previous: &dyn Owns, next: &Arc<dyn Owns>) -> Option<FollowerWait>;
+}
+
+/// A follower's part of a [`Handover`]: resolves once the follower does
+/// nothing for a lost key any more.
+pub struct FollowerWait(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+
+impl FollowerWait {
+    /// Wraps the wait.
+    pub fn new(wait: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self(Box::pin(wait))
+    }
+}
+
+impl std::fmt::Debug for FollowerWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FollowerWait")
+    }
 }
 
 impl std::fmt::Debug for Ownership {
@@ -101,7 +136,15 @@ impl Ownership {
         Arc::new(Self {
             current: RwLock::new(Arc::new(initial)),
             changes: Mutex::new(Vec::new()),
+            followers: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Adds a follower, told of every later change (until it is dropped).
+    /// It should start from [`Ownership::current`].
+    pub fn follow(&self, follower: Weak<dyn Follower>) {
+        let _changes = self.changes.lock();
+        self.followers.lock().push(follower);
     }
 
     /// The predicate now in force.
@@ -140,6 +183,13 @@ impl Ownership {
                 out.waits.push((Arc::downgrade(&l), seq));
             }
         }
+        let mut followers = self.followers.lock();
+        followers.retain(|w| w.strong_count() > 0);
+        for f in followers.iter().filter_map(Weak::upgrade) {
+            if let Some(w) = f.rebase(&*previous, &next) {
+                out.follows.push(w);
+            }
+        }
         out
     }
 
@@ -163,22 +213,27 @@ pub struct Handover {
     /// Cached keys no longer delivered, summed over the listeners.
     pub released: u64,
     waits: Vec<(Weak<ListenerShared>, u64)>,
+    follows: Vec<FollowerWait>,
 }
 
 impl Handover {
     /// Whether some listener is still handling a batch that holds a key it
     /// lost (so that [`Handover::finished`] would wait).
     pub fn is_waiting(&self) -> bool {
-        !self.waits.is_empty()
+        !self.waits.is_empty() || !self.follows.is_empty()
     }
 
     /// Resolves once every listener has finished the batch it was handling
-    /// when the predicate changed, if that batch held a key it lost. A
-    /// listener that closes (or is removed) in the meantime counts as finished.
+    /// when the predicate changed, if that batch held a key it lost, and every
+    /// follower has finished its work on lost keys. A listener that closes (or
+    /// is removed) in the meantime counts as finished.
     pub async fn finished(self) {
         for (l, seq) in self.waits {
             let Some(l) = l.upgrade() else { continue };
             l.batch_finished(seq).await;
+        }
+        for w in self.follows {
+            w.0.await;
         }
     }
 }

@@ -8,8 +8,9 @@
 //! component into a [`LoadedPlugin`], detecting its [`World`] (0.1 or 0.2
 //! event handler, 0.2 controller); a [`PluginRunner`] owns one
 //! [`PluginInstance`] on the plugin's own thread and implements
-//! [`kube_informer::Handler`] for the plugin's listener; every call ends in a
-//! [`CallOutcome`]; [`PluginStatus`] exposes counters and state; [`check`]
+//! [`kube_informer::Handler`] for the plugin's listener, and a controller's
+//! [`ReconcileWorker`]s (one instance each) drain its work queue; every call
+//! ends in a [`CallOutcome`] or a [`ReconcileOutcome`]; [`PluginStatus`] exposes counters and state; [`check`]
 //! validates a component file without running it.
 //!
 //! What a plugin may reach is one [`capability`] each: the cache (`read`),
@@ -62,8 +63,11 @@ pub mod rate;
 pub mod instance;
 pub mod outcome;
 
-// Running a plugin behind a listener.
+// Running a plugin: behind a listener (event handlers), or as the workers
+// of a work queue (controllers); both under one restart policy.
+mod restart;
 pub mod runner;
+pub mod reconciler;
 pub mod status;
 
 pub use capability::HostServices;
@@ -75,6 +79,7 @@ pub use log_sink::LogLimits;
 pub use memory_floor::MemoryFloorError;
 pub use outcome::{CallOutcome, PluginTrap, TrapKind};
 pub use plugin::{LoadError, LoadedPlugin, PluginSpec};
+pub use reconciler::{ReconcileWorker, WorkersError};
 pub use runner::PluginRunner;
 pub use status::{PluginState, PluginStatus, StatusSnapshot};
 /// A compiled component, as [`PluginEngine::compile`] returns it (cheap to

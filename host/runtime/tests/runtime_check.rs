@@ -53,6 +53,9 @@ fn each_bad_component_gets_its_own_error() {
     assert!(matches!(missing, CheckError::Read { .. }), "{missing:?}");
 }
 
+/// The Rust plugins of the `controller` world.
+const CONTROLLERS: [&str; 3] = ["noop-controller", "reconcile-probe", "service-exposer"];
+
 #[test]
 fn every_rust_plugin_passes() {
     let engine = engine();
@@ -68,13 +71,20 @@ fn every_rust_plugin_passes() {
             "0.2.0"
         };
         assert_eq!(r.version, version, "{name}");
+        // The SDK's controllers export `reconciler`, its handlers `handler`.
+        let (world, export) = if CONTROLLERS.contains(name) {
+            ("controller", "reconciler")
+        } else {
+            ("event-handler", "handler")
+        };
         assert_eq!(
             r.world,
-            format!("wasm-informer:plugin/event-handler@{version}")
+            format!("wasm-informer:plugin/{world}@{version}"),
+            "{name}"
         );
         assert_eq!(
             r.exports,
-            vec![format!("wasm-informer:plugin/handler@{version}")]
+            vec![format!("wasm-informer:plugin/{export}@{version}")]
         );
         assert!(
             r.imports

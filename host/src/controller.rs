@@ -1,0 +1,282 @@
+//! A running controller plugin: its work queue, the listeners that feed it
+//! (the manifest's `for`, `owns` and `[[watches]]`), and its workers.
+//!
+//! Job: [`ControllerPart::start`] starts `workers` instances of the component
+//! (each runs `init`), subscribes one [`Enqueue`] trigger per watched
+//! resource to its shared informer, and holds the workers behind a gate.
+//! [`ControllerPart::release`] opens the gate once every trigger's informer
+//! has synced (so a reconcile never acts on a partial cache, as
+//! controller-runtime's `WaitForCacheSync`); the supervisor releases a new
+//! version only after the previous version's workers have stopped, so two
+//! versions never reconcile one key at once. [`ControllerPart::stop`] lets
+//! the reconciles in progress finish and starts no other.
+//!
+//! In leader or sharded mode (`[cluster]`), the controller follows the
+//! cluster's ownership predicate as event handlers do: the `for` and `owns`
+//! listeners carry it (children hash with their controller, so an owned
+//! object arrives where its owner is reconciled), `[[watches]]` triggers and
+//! the workers check each primary key against it ([`OwnedKeys`]), and on a
+//! change the queue drops the keys it lost and the hand-over waits for their
+//! reconciles in progress (I10).
+//!
+//! Invariants:
+//! - The queue's only input is the triggers; in a cluster mode each key they
+//!   queue is one this replica owns.
+//! - Nothing of a version is left running if any step of its start fails.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
+use kube_informer::workqueue::{
+    Admit, KeyFilter, OwnedKeys, StartGate, WorkQueue, WorkerOptions, Workers,
+};
+use kube_informer::{CacheView, HandlerOptions, InformerRegistry, Registration};
+use wasm_informer_runtime::{
+    HostServices, LoadedPlugin, PluginEngine, PluginStatus, ReconcileWorker,
+};
+
+use crate::cluster::Cluster;
+use crate::config::{ControllerSpec, PluginManifest, WatchBy};
+use crate::report::ControllerReport;
+
+/// The listener queue in front of each trigger. The trigger empties it into
+/// the work queue at once, so it only ever holds a batch in flight; it is
+/// large so that a burst never needs the overflow path.
+const TRIGGER_QUEUE: usize = 4096;
+
+/// How often the gate checks whether the triggers' informers have synced.
+const SYNC_POLL: Duration = Duration::from_millis(20);
+
+/// One version of a controller plugin, running.
+pub struct ControllerPart {
+    spec: ControllerSpec,
+    queue: Arc<WorkQueue<Arc<str>>>,
+    workers: Workers<Arc<str>>,
+    gate: Arc<StartGate>,
+    triggers: Vec<Registration>,
+    registry: Arc<InformerRegistry>,
+    opener: Option<tokio::task::JoinHandle<()>>,
+    /// In a cluster mode: the keys this replica owns (followed on change).
+    _owned: Option<Arc<OwnedKeys>>,
+}
+
+impl std::fmt::Debug for ControllerPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerPart")
+            .field("primary", &self.spec.primary.value)
+            .field("workers", &self.workers.len())
+            .finish()
+    }
+}
+
+impl ControllerPart {
+    /// Starts the workers (held) and subscribes the triggers. With
+    /// `cluster`, only the keys this replica owns are queued and reconciled.
+    pub async fn start(
+        registry: &Arc<InformerRegistry>,
+        engine: Arc<PluginEngine>,
+        loaded: Arc<LoadedPlugin>,
+        services: HostServices,
+        manifest: &PluginManifest,
+        status: Arc<PluginStatus>,
+        cluster: Option<&Arc<Cluster>>,
+    ) -> Result<Self, String> {
+        let spec = manifest
+            .controller
+            .clone()
+            .ok_or_else(|| format!("{}: not a controller manifest", manifest.file.display()))?;
+        let primary = spec.primary.value.clone();
+        let cache: Arc<dyn CacheView> = registry.clone();
+        let reconcilers = ReconcileWorker::start_all(
+            engine,
+            loaded,
+            services,
+            &primary,
+            spec.workers,
+            Some(status),
+        )
+        .await
+        .map_err(|e| format!("{}: {e}", manifest.wasm.display()))?;
+        let queue = WorkQueue::<Arc<str>>::new(spec.rate_limiter);
+        // Sharding hashes objects with their resource's kind: learn every
+        // trigger's before subscribing (the leases keep the informers up
+        // until then).
+        let mut _kinds = Vec::new();
+        if let Some(c) = cluster {
+            for r in spec.resource_ids() {
+                _kinds.push(c.learn_resource(registry, &r).await);
+            }
+        }
+        let ownership = cluster.map(|c| c.ownership().clone());
+        let owned = ownership
+            .as_ref()
+            .map(|o| OwnedKeys::follow(o.clone(), cache.clone(), &primary, &queue));
+        let filter: Option<Arc<dyn KeyFilter>> = owned.clone().map(|o| o as Arc<dyn KeyFilter>);
+        let admit: Option<Admit<Arc<str>>> = filter.clone().map(|f| {
+            let primary = primary.clone();
+            Arc::new(move |k: &Arc<str>| f.admits(&primary, k)) as Admit<Arc<str>>
+        });
+        let gate = StartGate::new();
+        let workers = Workers::spawn_with(
+            queue.clone(),
+            reconcilers,
+            WorkerOptions {
+                name: manifest.name.clone(),
+                gate: gate.clone(),
+                admit,
+            },
+        );
+        let options = |resync: bool, selector: bool, follow: bool| HandlerOptions {
+            name: manifest.name.clone(),
+            queue_capacity: TRIGGER_QUEUE,
+            resync: (resync && manifest.limits.resync_seconds > 0)
+                .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
+            namespace: manifest.namespace.clone(),
+            label_selector: if selector {
+                manifest.label_selector.clone()
+            } else {
+                None
+            },
+            ownership: if follow { ownership.clone() } else { None },
+        };
+        // `for` and `owns` listeners carry the predicate; `watches` objects
+        // hash apart from their primary, so their keys are filtered instead.
+        let trigger = |map: KeyMap, filtered: bool| {
+            let t = Enqueue::new(queue.clone(), &primary, map);
+            match (&filter, filtered) {
+                (Some(f), true) => t.with_filter(f.clone()),
+                _ => t,
+            }
+        };
+        let mut triggers = Vec::new();
+        let reg = registry
+            .add_handler(
+                &primary,
+                trigger(KeyMap::Primary, false),
+                options(true, true, true),
+            )
+            .await
+            .map_err(|e| {
+                manifest
+                    .error_at(spec.primary.position, "for", e.to_string())
+                    .to_string()
+            })?;
+        triggers.push(reg);
+        let primary_spec = registry
+            .informer(&primary)
+            .map(|i| i.spec().clone())
+            .ok_or_else(|| {
+                format!("{primary}: its informer stopped while the controller started")
+            })?;
+        let namespaced = primary_spec.namespaced;
+        for owned in &spec.owns {
+            let map = KeyMap::ControllerOwner {
+                group: primary_spec.id.group.clone(),
+                kind: primary_spec.kind.clone(),
+                namespaced,
+            };
+            let reg = registry
+                .add_handler(
+                    &owned.value,
+                    trigger(map, false),
+                    options(false, false, true),
+                )
+                .await
+                .map_err(|e| {
+                    manifest
+                        .error_at(owned.position, "owns", e.to_string())
+                        .to_string()
+                })?;
+            triggers.push(reg);
+        }
+        for (i, w) in spec.watches.iter().enumerate() {
+            let map = match &w.by {
+                WatchBy::Label(key) => KeyMap::Label {
+                    key: key.clone(),
+                    namespaced,
+                },
+                WatchBy::Annotation(key) => KeyMap::Annotation {
+                    key: key.clone(),
+                    namespaced,
+                },
+            };
+            let reg = registry
+                .add_handler(
+                    &w.resource.value,
+                    trigger(map, true),
+                    options(false, false, false),
+                )
+                .await
+                .map_err(|e| {
+                    manifest
+                        .error_at(
+                            w.resource.position,
+                            &format!("watches[{i}].resource"),
+                            e.to_string(),
+                        )
+                        .to_string()
+                })?;
+            triggers.push(reg);
+        }
+        Ok(Self {
+            spec,
+            queue,
+            workers,
+            gate,
+            triggers,
+            registry: registry.clone(),
+            opener: None,
+            _owned: owned,
+        })
+    }
+
+    /// Lets the workers start as soon as every trigger's informer has synced.
+    pub fn release(&mut self) {
+        if self.opener.is_some() || self.gate.is_open() {
+            return;
+        }
+        let gate = self.gate.clone();
+        let registry = self.registry.clone();
+        let resources = self.spec.resource_ids();
+        self.opener = Some(tokio::spawn(async move {
+            loop {
+                let synced = resources
+                    .iter()
+                    .all(|r| registry.informer(r).is_some_and(|i| i.has_synced()));
+                if synced {
+                    gate.open();
+                    return;
+                }
+                tokio::time::sleep(SYNC_POLL).await;
+            }
+        }));
+    }
+
+    /// Stops the workers (reconciles in progress finish, none starts) and
+    /// unsubscribes the triggers. Returns whether every worker was idle
+    /// within `grace`.
+    pub async fn stop(&mut self, grace: Duration) -> bool {
+        if let Some(t) = self.opener.take() {
+            t.abort();
+        }
+        let idle = self.workers.stop(grace).await;
+        self.triggers.clear();
+        idle
+    }
+
+    /// The work queue (for embedders and tests).
+    pub fn queue(&self) -> &Arc<WorkQueue<Arc<str>>> {
+        &self.queue
+    }
+
+    /// The queue, the workers and the reconciles, as in the report.
+    pub fn report(&self) -> ControllerReport {
+        ControllerReport {
+            primary: self.spec.primary.value.clone(),
+            workers: self.workers.len() as u64,
+            reconciles: self.workers.stats().snapshot(),
+            queue: self.queue.metrics(),
+        }
+    }
+}
