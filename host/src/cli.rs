@@ -38,6 +38,16 @@ pub enum Command {
     /// ServiceAccount needs for the plugins of a config directory, derived
     /// from their manifests.
     Rbac(RbacArgs),
+    /// Creates a plugin project (source, build file, manifest, README, test
+    /// fixture) that builds with one command, anywhere on disk.
+    New(crate::commands::new::NewArgs),
+    /// Runs a plugin against objects and changes from YAML or JSON files,
+    /// with every write a dry run against the embedded simulator; prints its
+    /// logs, writes, Events and traps as JSON.
+    Test(crate::commands::test::TestArgs),
+    /// The edit loop: rebuilds the plugin on every save and hot-loads it into
+    /// a host running against the embedded simulator.
+    Dev(crate::commands::dev::DevArgs),
 }
 
 /// Flags of `rbac`.

@@ -20,9 +20,9 @@ use wasm_informer::metrics::{MetricsServer, Observe};
 use wasm_informer::sim::EmbeddedSim;
 use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine};
 
-fn init_tracing() {
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -53,6 +53,15 @@ impl Failure {
         Self {
             code: 1,
             message: message.to_string(),
+        }
+    }
+}
+
+impl From<wasm_informer::commands::Failure> for Failure {
+    fn from(f: wasm_informer::commands::Failure) -> Self {
+        Self {
+            code: f.code,
+            message: f.message,
         }
     }
 }
@@ -329,10 +338,21 @@ fn rbac(args: RbacArgs) -> Result<String, Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // Commands whose output is the point print only warnings and errors.
+    let quiet = matches!(cli.command, Command::New(_) | Command::Test(_));
+    init_tracing(if quiet { "warn" } else { "info" });
     let result = match cli.command {
         Command::Check(a) => check(a).map(|report| print!("{report}")),
         Command::Rbac(a) => rbac(a).map(|yaml| print!("{yaml}")),
+        Command::New(a) => wasm_informer::commands::new::run(a)
+            .map(|text| print!("{text}"))
+            .map_err(Failure::from),
+        Command::Dev(a) => wasm_informer::commands::dev::run(a).map_err(Failure::from),
+        Command::Test(a) => match wasm_informer::commands::test::run(a) {
+            Ok(0) => Ok(()),
+            Ok(code) => return ExitCode::from(code),
+            Err(f) => Err(Failure::from(f)),
+        },
         Command::Run(a) => runtime().and_then(|rt| rt.block_on(run(a))),
         Command::Sim(a) => runtime().and_then(|rt| rt.block_on(sim(a))),
     };
