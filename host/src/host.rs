@@ -111,6 +111,7 @@ impl Slot {
             quarantines: c.quarantines + st.quarantines,
             queue_depth: l.queue_depth,
             versions: self.versions,
+            version_events: st.returned,
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),

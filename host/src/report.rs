@@ -72,6 +72,10 @@ pub struct PluginReport {
     /// Extra: versions loaded (1 + successful hot reloads).
     #[serde(default)]
     pub versions: u64,
+    /// Extra: events handled by the version running now (the others'
+    /// are in `delivered` too).
+    #[serde(default)]
+    pub version_events: u64,
     /// Extra: subscribed resources.
     #[serde(default)]
     pub resources: Vec<String>,

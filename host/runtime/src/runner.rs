@@ -111,7 +111,11 @@ impl std::fmt::Debug for PluginRunner {
 
 /// Delivers a batch to a live instance, stopping at the first trap (which
 /// drops the instance).
-fn deliver(instance: &mut Option<PluginInstance>, batch: &[NotificationRef]) -> Outcomes {
+fn deliver(
+    instance: &mut Option<PluginInstance>,
+    batch: &[NotificationRef],
+    status: &PluginStatus,
+) -> Outcomes {
     let mut out = Vec::with_capacity(batch.len());
     for n in batch {
         let outcome = match instance.as_mut() {
@@ -122,6 +126,9 @@ fn deliver(instance: &mut Option<PluginInstance>, batch: &[NotificationRef]) -> 
             }),
         };
         let trapped = matches!(outcome, CallOutcome::Trap(_));
+        if !trapped {
+            status.record_returned();
+        }
         out.push((outcome, StdInstant::now()));
         if trapped {
             *instance = None;
@@ -251,7 +258,8 @@ impl PluginRunner {
     }
 
     async fn call(&mut self, batch: Vec<NotificationRef>) -> Outcomes {
-        self.blocking(move |slot, _| deliver(slot, &batch))
+        let status = self.status.clone();
+        self.blocking(move |slot, _| deliver(slot, &batch, &status))
             .await
             .unwrap_or_else(|t| vec![(CallOutcome::Trap(t), StdInstant::now())])
     }
