@@ -46,6 +46,7 @@
 // What a plugin is built against, and how it is compiled and loaded.
 pub mod world;
 pub mod engine;
+pub mod incremental;
 pub mod plugin;
 pub mod limits;
 pub mod check;
