@@ -21,8 +21,7 @@ use wasm_informer::commands::test::cache::FixtureCache;
 use wasm_informer_runtime::host_state::Granted;
 use wasm_informer_runtime::log_sink::LogSink;
 use wasm_informer_runtime::{
-    CallOutcome, EngineConfig, LoadedPlugin, PluginEngine, PluginInstance, PluginSpec,
-    PluginStatus,
+    CallOutcome, EngineConfig, LoadedPlugin, PluginEngine, PluginInstance, PluginSpec, PluginStatus,
 };
 
 fn root() -> PathBuf {
@@ -164,13 +163,21 @@ fn measure(lang: &str, a: &Path, b: &Path) {
     // No incremental cache: a full compile of the new component.
     let t = tempfile::tempdir().unwrap();
     let (c, full) = first_event(&engine(&t.path().join("c"), false), b);
-    println!("B6 {lang} new component, full compile: first event {:.0} ms (compile {:.0} ms)", ms(full), ms(c));
+    println!(
+        "B6 {lang} new component, full compile: first event {:.0} ms (compile {:.0} ms)",
+        ms(full),
+        ms(c)
+    );
     // A running host: the previous version compiled in the same engine.
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("c");
     let e = engine(&dir, true);
     let (c0, cold) = first_event(&e, a);
-    println!("B6 {lang} first version, incremental cache cold: first event {:.0} ms (compile {:.0} ms)", ms(cold), ms(c0));
+    println!(
+        "B6 {lang} first version, incremental cache cold: first event {:.0} ms (compile {:.0} ms)",
+        ms(cold),
+        ms(c0)
+    );
     let (c, warm) = first_event(&e, b);
     println!("B6 {lang} new component (one function changed), incremental cache in memory: first event {:.0} ms (compile {:.0} ms)", ms(warm), ms(c));
     drop(e);

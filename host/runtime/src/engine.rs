@@ -132,10 +132,12 @@ impl PluginEngine {
             c.cache(Some(cache));
             if config.incremental {
                 let dir = crate::incremental::dir_beside(dir);
-                let store = crate::incremental::IncrementalStore::open(dir.clone())
-                    .map_err(|e| EngineError::Cache {
-                        dir: dir.clone(),
-                        source: wasmtime::Error::msg(e.to_string()),
+                let store =
+                    crate::incremental::IncrementalStore::open(dir.clone()).map_err(|e| {
+                        EngineError::Cache {
+                            dir: dir.clone(),
+                            source: wasmtime::Error::msg(e.to_string()),
+                        }
                     })?;
                 c.enable_incremental_compilation(store)
                     .map_err(EngineError::Config)?;
