@@ -48,6 +48,9 @@ pub enum Command {
     /// The edit loop: rebuilds the plugin on every save and hot-loads it into
     /// a host running against the embedded simulator.
     Dev(crate::commands::dev::DevArgs),
+    /// Publishes a component to an OCI registry as a Wasm artifact
+    /// (`oci://HOST/REPOSITORY:TAG`); prints the digest that pins it.
+    Push(crate::oci::push::PushArgs),
 }
 
 /// Flags of `rbac`.

@@ -67,6 +67,9 @@ struct Part {
 /// One running version of a plugin.
 struct Slot {
     manifest: PluginManifest,
+    /// For a component pulled from a registry: the manifest digest it
+    /// resolved to.
+    digest: Option<String>,
     status: Arc<PluginStatus>,
     parts: Vec<Part>,
     read_leases: Vec<InformerLease>,
@@ -112,6 +115,7 @@ impl Slot {
             queue_depth: l.queue_depth,
             versions: self.versions,
             version_events: st.returned,
+            digest: self.digest.clone(),
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),
@@ -495,6 +499,13 @@ impl Host {
         self.event("rejected", plugin, file, Some(message))
     }
 
+    /// Where pulled components are kept: `cache_dir`, else the user's cache
+    /// directory, else the temporary directory.
+    fn oci_cache_dir(&self) -> PathBuf {
+        crate::commands::cache_dir(None, self.config.host.cache_dir.clone())
+            .unwrap_or_else(|| std::env::temp_dir().join("wasm-informer"))
+    }
+
     fn grace(&self) -> Duration {
         Duration::from_millis(self.config.host.shutdown_grace_ms)
     }
@@ -521,11 +532,31 @@ impl Host {
         let engine = self.engine.clone();
         let wasm = manifest.wasm.clone();
         let started = Instant::now();
-        let loaded: Arc<LoadedPlugin> =
-            tokio::task::spawn_blocking(move || LoadedPlugin::from_file(&engine, spec, &wasm))
-                .await
-                .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
-                .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+        // An OCI reference is resolved (a tag to a digest) once per load.
+        let mut digest = None;
+        let bytes = match &manifest.oci {
+            Some(r) => {
+                let store = crate::oci::store::Store::new(&self.oci_cache_dir());
+                let pulled = crate::oci::pull::pull(r, &store).await.map_err(|e| {
+                    let (line, col) = manifest.wasm_position;
+                    one_line(&format!(
+                        "{}:{line}:{col}: key `wasm`: {e}",
+                        manifest.file.display()
+                    ))
+                })?;
+                tracing::info!(plugin = %manifest.name, reference = %r, digest = %pulled.digest, cached = pulled.from_cache, "component pulled");
+                digest = Some(pulled.digest);
+                Some(pulled.bytes)
+            }
+            None => None,
+        };
+        let loaded: Arc<LoadedPlugin> = tokio::task::spawn_blocking(move || match bytes {
+            Some(b) => LoadedPlugin::from_bytes(&engine, spec, &b),
+            None => LoadedPlugin::from_file(&engine, spec, &wasm),
+        })
+        .await
+        .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
+        .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
         tracing::debug!(plugin = %manifest.name, ms = started.elapsed().as_millis() as u64, "component compiled");
 
         let mut read_leases = Vec::new();
@@ -613,6 +644,7 @@ impl Host {
         }
         Ok(Slot {
             manifest: manifest.clone(),
+            digest,
             status,
             parts,
             read_leases,

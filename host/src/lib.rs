@@ -31,5 +31,6 @@ pub mod cli;
 
 // Writing, testing and distributing plugins.
 pub mod embedded;
+pub mod oci;
 pub mod fixture;
 pub mod commands;

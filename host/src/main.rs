@@ -347,6 +347,9 @@ fn main() -> ExitCode {
         Command::New(a) => wasm_informer::commands::new::run(a)
             .map(|text| print!("{text}"))
             .map_err(Failure::from),
+        Command::Push(a) => wasm_informer::oci::push::run(a)
+            .map(|text| print!("{text}"))
+            .map_err(Failure::from),
         Command::Dev(a) => wasm_informer::commands::dev::run(a).map_err(Failure::from),
         Command::Test(a) => match wasm_informer::commands::test::run(a) {
             Ok(0) => Ok(()),

@@ -76,6 +76,10 @@ pub struct PluginReport {
     /// are in `delivered` too).
     #[serde(default)]
     pub version_events: u64,
+    /// Extra: for `wasm = "oci://..."`, the manifest digest the running
+    /// version was pulled by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
     /// Extra: subscribed resources.
     #[serde(default)]
     pub resources: Vec<String>,
