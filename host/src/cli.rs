@@ -51,6 +51,9 @@ pub enum Command {
     /// Publishes a component to an OCI registry as a Wasm artifact
     /// (`oci://HOST/REPOSITORY:TAG`); prints the digest that pins it.
     Push(crate::oci::push::PushArgs),
+    /// A live view of a running host, read from its metrics endpoint: one
+    /// row per plugin and per informer (`q` quits).
+    Top(crate::commands::top::TopArgs),
 }
 
 /// Flags of `rbac`.

@@ -350,6 +350,7 @@ fn main() -> ExitCode {
         Command::Push(a) => wasm_informer::oci::push::run(a)
             .map(|text| print!("{text}"))
             .map_err(Failure::from),
+        Command::Top(a) => wasm_informer::commands::top::run(a).map_err(Failure::from),
         Command::Dev(a) => wasm_informer::commands::dev::run(a).map_err(Failure::from),
         Command::Test(a) => match wasm_informer::commands::test::run(a) {
             Ok(0) => Ok(()),
