@@ -7,10 +7,19 @@
 #   plugins/<name>/Cargo.toml  Rust    cargo build --profile guest --target wasm32-wasip2
 #   plugins/<name>/plugin.js   JS      componentize-js (sdk/js/build.mjs)
 #   plugins/<name>/app.py      Python  componentize-py, with sdk/python on the path
-#   plugins/<name>/plugin.c    C       wit-bindgen c + clang-19 + wasm-component-ld
-# Folders under plugins/testing/ (fault guests for the containment tests) and
-# the SDK templates (sdk/js/template -> js-template, sdk/python/template ->
-# python-template) are built the same way.
+#   plugins/<name>/plugin.c    C       wit-bindgen c + clang-19 + wasm-component-ld, with sdk/c
+# Folders under plugins/testing/ (test guests) and the SDK templates
+# (sdk/js/template -> js-template, sdk/js/template-controller ->
+# js-controller-template, and likewise python-* and c-*) are built the same way.
+#
+# World: a JS, Python or C plugin is a `controller` when its main file
+# (plugin.js, app.py, plugin.c) has a comment line `wasm-informer-world:
+# controller`, or else when it exports the reconciler (JS `export const
+# reconciler`, Python `class Reconciler`, C defines
+# `exports_wasm_informer_plugin_reconciler_reconcile`); otherwise an
+# `event-handler`. A Rust plugin's world comes from its SDK macro. Test
+# fixtures of the frozen 0.1 package carry `wasm-informer-wit: v0.1` the same
+# way and are built against wit/v0.1, without the SDK.
 #
 # Incremental: a plugin whose output is newer than its sources (its folder, its
 # language's SDK and wit/) is skipped; -f rebuilds anyway. NAME... limits the
@@ -21,16 +30,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/target/plugins"
 WIT="$ROOT/wit"
-# The JavaScript, Python and C SDKs still target WIT 0.1, which the host keeps
-# loading beside 0.2.
-WIT_V01="$ROOT/wit/v0.1"
-WORLD="event-handler"
 FORCE=0
 ONLY=()
 for a in "$@"; do
     case "$a" in
         -f|--force) FORCE=1 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         -*) echo "build-plugins: unknown option $a" >&2; exit 2 ;;
         *) ONLY+=("$a") ;;
     esac
@@ -104,35 +109,65 @@ build_rust() {
 }
 
 build_js() {
-    local name="$1" dir="$2" out="$3"
+    local name="$1" dir="$2" out="$3" wit="$4" world="$5"
     check_js
-    node "$ROOT/sdk/js/build.mjs" "$dir/plugin.js" "$out" --wit "$WIT_V01"
+    node "$ROOT/sdk/js/build.mjs" "$dir/plugin.js" "$out" --wit "$wit" --world "$world"
 }
 
 build_py() {
-    local name="$1" dir="$2" out="$3"
+    local name="$1" dir="$2" out="$3" wit="$4" world="$5"
     check_py
     # componentize-py writes its generated bindings into a temporary directory.
-    (cd "$dir" && "$PY_TOOL" -d "$WIT_V01" -w "$WORLD" componentize \
-        -p "$dir" -p "$ROOT/sdk/python" app -o "$out" >/dev/null)
+    # A 0.1 fixture does not use the SDK (which targets 0.2).
+    local sdk=(-p "$ROOT/sdk/python")
+    [ "$wit" = "$WIT" ] || sdk=()
+    (cd "$dir" && "$PY_TOOL" -d "$wit" -w "$world" componentize \
+        -p "$dir" "${sdk[@]}" app -o "$out" >/dev/null)
 }
 
 build_c() {
-    local name="$1" dir="$2" out="$3"
+    local name="$1" dir="$2" out="$3" wit="$4" world="$5"
     check_c
     local gen="$OUT/.c-gen/$name"
     rm -rf "$gen" && mkdir -p "$gen"
     local msg
-    if ! msg="$(wit-bindgen c "$WIT_V01" --world "$WORLD" --out-dir "$gen" 2>&1)"; then
+    # Both worlds generate `plugin.h`, so sdk/c compiles against either.
+    if ! msg="$(wit-bindgen c "$wit" --world "$world" --rename-world plugin \
+        --out-dir "$gen" 2>&1)"; then
         echo "$msg" >&2
         die "$name: wit-bindgen c failed"
     fi
-    local w="${WORLD//-/_}"
+    # The SDK helpers, for 0.2 plugins.
+    local sdk=("$ROOT/sdk/c/wasm_informer.c" "$ROOT/sdk/c/wi_json.c")
+    [ "$wit" = "$WIT" ] || sdk=()
     clang-19 --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Werror \
-        -Wno-unused-parameter -I "$gen" -I "$dir" \
-        "$dir"/*.c "$gen/$w.c" "$gen/${w}_component_type.o" \
+        -Wno-unused-parameter -I "$gen" -I "$ROOT/sdk/c" -I "$dir" \
+        "$dir"/*.c "${sdk[@]}" "$gen/plugin.c" "$gen/plugin_component_type.o" \
         -fuse-ld="$WASM_COMPONENT_LD" -Wl,--wasi-adapter=reactor \
         -o "$out"
+}
+
+# marker FILE KEY: the value of the first `KEY: value` line in FILE, if any.
+marker() {
+    sed -n "s/.*$2:[[:space:]]*\([A-Za-z0-9._-]*\).*/\1/p" "$1" | head -1
+}
+
+# world_of LANG DIR MAIN: the marker's world, or the one the exports imply.
+world_of() {
+    local lang="$1" dir="$2" main="$3" w
+    w="$(marker "$main" wasm-informer-world)"
+    if [ -z "$w" ]; then
+        w=event-handler
+        case "$lang" in
+            js) grep -Eq '^[[:space:]]*export[[:space:]]+(const|let|var|function)[[:space:]]+reconciler\b' "$main" && w=controller ;;
+            py) grep -Eq '^class[[:space:]]+Reconciler\b' "$main" && w=controller ;;
+            c) grep -q 'exports_wasm_informer_plugin_reconciler_reconcile' "$dir"/*.c && w=controller ;;
+        esac
+    fi
+    case "$w" in
+        event-handler|controller) echo "$w" ;;
+        *) die "$main: wasm-informer-world: $w is not event-handler or controller" ;;
+    esac
 }
 
 # ---- discovery -------------------------------------------------------------
@@ -142,26 +177,34 @@ skipped=0
 found=0
 # The SDK templates are built too (as js-template and python-template), so a
 # template that no longer builds is caught here.
-for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/ "$ROOT/sdk/js/template/" "$ROOT/sdk/python/template/"; do
+for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/ \
+    "$ROOT"/sdk/js/template*/ "$ROOT"/sdk/python/template*/ "$ROOT"/sdk/c/template*/; do
     [ -d "$dir" ] || continue
     dir="${dir%/}"
     name="$(basename "$dir")"
     [ "$name" = "testing" ] && continue
     case "$dir" in
-        "$ROOT/sdk/js/template") name="js-template" ;;
-        "$ROOT/sdk/python/template") name="python-template" ;;
+        "$ROOT"/sdk/js/template*) name="js-${name}" ;;
+        "$ROOT"/sdk/python/template*) name="python-${name}" ;;
+        "$ROOT"/sdk/c/template*) name="c-${name}" ;;
     esac
+    # template-controller -> js-controller-template
+    case "$name" in *-template-controller) name="${name%-template-controller}-controller-template" ;; esac
     if [ "${#ONLY[@]}" -gt 0 ] && ! printf '%s\n' "${ONLY[@]}" | grep -qx "$name"; then
         continue
     fi
+    main=""
     if [ -f "$dir/Cargo.toml" ]; then
         lang=rust; sdk=("$ROOT/sdk/rust")
     elif [ -f "$dir/plugin.js" ]; then
-        lang=js; sdk=("$ROOT/sdk/js/src" "$ROOT/sdk/js/build.mjs" "$ROOT/sdk/js/package-lock.json")
+        lang=js; main="$dir/plugin.js"
+        sdk=("$ROOT/sdk/js/src" "$ROOT/sdk/js/build.mjs" "$ROOT/sdk/js/package-lock.json")
     elif [ -f "$dir/app.py" ]; then
-        lang=py; sdk=("$ROOT/sdk/python/wasm_informer" "$ROOT/sdk/python/requirements.txt")
+        lang=py; main="$dir/app.py"
+        sdk=("$ROOT/sdk/python/wasm_informer" "$ROOT/sdk/python/requirements.txt")
     elif [ -f "$dir/plugin.c" ]; then
-        lang=c; sdk=()
+        lang=c; main="$dir/plugin.c"
+        sdk=("$ROOT/sdk/c/wasm_informer.c" "$ROOT/sdk/c/wasm_informer.h" "$ROOT/sdk/c/wi_json.c" "$ROOT/sdk/c/wi_json.h")
     else
         die "$dir: not a plugin (expected Cargo.toml, plugin.js, app.py or plugin.c)"
     fi
@@ -171,16 +214,28 @@ for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/ "$ROOT/sdk/js/template/
         skipped=$((skipped + 1))
         continue
     fi
+    world="event-handler"
+    wit="$WIT"
+    if [ -n "$main" ]; then
+        world="$(world_of "$lang" "$dir" "$main")"
+        v="$(marker "$main" wasm-informer-wit)"
+        if [ -n "$v" ]; then
+            wit="$ROOT/wit/$v"
+            [ -f "$wit/world.wit" ] || die "$main: wasm-informer-wit: $v: no $wit/world.wit"
+        fi
+    fi
     started="$(now_ms)"
     tmp="$out.tmp.wasm"
     rm -f "$tmp"
-    if ! "build_$lang" "$name" "$dir" "$tmp"; then
+    if ! "build_$lang" "$name" "$dir" "$tmp" "$wit" "$world"; then
         rm -f "$tmp"
         die "$name ($lang) failed to build"
     fi
     mv "$tmp" "$out"
     size="$(stat -c %s "$out")"
-    echo "build-plugins: $name ($lang) -> target/plugins/$name.wasm $((size / 1024)) KiB in $(( ($(now_ms) - started) ))ms" >&2
+    what="$lang"
+    [ -z "$main" ] || what="$lang, $world${wit#"$WIT"}"
+    echo "build-plugins: $name ($what) -> target/plugins/$name.wasm $((size / 1024)) KiB in $(( ($(now_ms) - started) ))ms" >&2
     built=$((built + 1))
 done
 if [ "${#ONLY[@]}" -gt 0 ] && [ "$found" -ne "${#ONLY[@]}" ]; then

@@ -121,7 +121,10 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
                 }
             };
             let matcher = crate::faults::RequestMatch {
-                method: q.get("method").filter(|m| !m.is_empty()).map(str::to_string),
+                method: q
+                    .get("method")
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string),
                 path_contains: q.get("path").filter(|p| !p.is_empty()).map(str::to_string),
             };
             f.fail_matching(count, mode, matcher);
@@ -159,14 +162,28 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
                 app.log
                     .entries()
                     .into_iter()
-                    .map(|r| json!({"method": r.method, "path": r.path, "query": r.query, "contentType": r.content_type}))
+                    .map(|r| {
+                        json!({
+                            "method": r.method,
+                            "path": r.path,
+                            "query": r.query,
+                            "contentType": r.content_type,
+                            "userAgent": r.user_agent,
+                            "atMicros": r.at_micros,
+                            "status": r.status,
+                            "body": r.body,
+                            "seq": r.seq,
+                        })
+                    })
                     .collect(),
             )),
             Method::DELETE => {
                 app.log.clear();
                 Ok(json!({"cleared": true}))
             }
-            _ => Err(ApiError::method_not_allowed(format!("/_sim/requests needs GET or DELETE, got {method}"))),
+            _ => Err(ApiError::method_not_allowed(format!(
+                "/_sim/requests needs GET or DELETE, got {method}"
+            ))),
         },
         "faults" => match *method {
             Method::GET => Ok(fault_stats(f)),

@@ -2,7 +2,9 @@
 //! sent (paging, resourceVersion, watch parameters).
 //!
 //! Invariant: requests are recorded in arrival order, before any fault or handler runs; admin
-//! requests under `/_sim/` are not recorded.
+//! requests under `/_sim/` are not recorded. Each record carries its arrival time (wall clock), the
+//! client's user agent, the body of writes, and, once answered, the response status, so that a
+//! test can tell which client wrote what, when, and whether the write took effect.
 
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -20,8 +22,11 @@ pub fn is_legacy_watch_path(path: &str) -> bool {
     )
 }
 
+/// Bodies of writes are kept up to this many bytes.
+pub const MAX_BODY: usize = 16 * 1024;
+
 /// One received request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestRecord {
     /// HTTP method, e.g. `GET`.
     pub method: String,
@@ -31,6 +36,16 @@ pub struct RequestRecord {
     pub query: String,
     /// Content-Type header of the request, empty when absent.
     pub content_type: String,
+    /// User-Agent header of the request, empty when absent.
+    pub user_agent: String,
+    /// Arrival time, microseconds since the Unix epoch.
+    pub at_micros: u64,
+    /// Response status; 0 until the response (or a stream's head) is sent.
+    pub status: u16,
+    /// The request body of a write (not GET), up to [`MAX_BODY`] bytes, as text.
+    pub body: String,
+    /// Position in the log since the simulator started (not reset by `clear`).
+    pub seq: u64,
 }
 
 impl RequestRecord {
@@ -55,6 +70,7 @@ pub struct RequestLog {
 #[derive(Debug)]
 struct LogInner {
     entries: Mutex<Vec<RequestRecord>>,
+    next_seq: std::sync::atomic::AtomicU64,
     /// Number of records, updated after each append (wakes waiters).
     len: tokio::sync::watch::Sender<usize>,
 }
@@ -64,6 +80,7 @@ impl Default for RequestLog {
         RequestLog {
             inner: Arc::new(LogInner {
                 entries: Mutex::new(Vec::new()),
+                next_seq: std::sync::atomic::AtomicU64::new(0),
                 len: tokio::sync::watch::channel(0).0,
             }),
         }
@@ -71,14 +88,28 @@ impl Default for RequestLog {
 }
 
 impl RequestLog {
-    /// Appends a record.
-    pub fn record(&self, r: RequestRecord) {
-        let n = {
+    /// Appends a record; returns its sequence number, for [`RequestLog::set_status`].
+    pub fn record(&self, mut r: RequestRecord) -> u64 {
+        let (n, seq) = {
             let mut e = self.inner.entries.lock();
+            let seq = self
+                .inner
+                .next_seq
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            r.seq = seq;
             e.push(r);
-            e.len()
+            (e.len(), seq)
         };
         self.inner.len.send_replace(n);
+        seq
+    }
+
+    /// Records the response status of request `seq`.
+    pub fn set_status(&self, seq: u64, status: u16) {
+        let mut entries = self.inner.entries.lock();
+        if let Some(r) = entries.iter_mut().rev().find(|r| r.seq == seq) {
+            r.status = status;
+        }
     }
 
     /// A copy of every record so far.
@@ -174,7 +205,7 @@ mod tests {
             method: method.into(),
             path: path.into(),
             query: query.into(),
-            content_type: String::new(),
+            ..RequestRecord::default()
         }
     }
 

@@ -113,31 +113,72 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if let Some(admin) = path.strip_prefix("/_sim/") {
         return crate::admin::handle(&app, &method, admin, &Query::parse(&raw_query), &body);
     }
-    app.log.record(RequestRecord {
+    let at_micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    let logged_body = if method == Method::GET {
+        String::new()
+    } else {
+        String::from_utf8_lossy(&body[..body.len().min(crate::request_log::MAX_BODY)]).into_owned()
+    };
+    let seq = app.log.record(RequestRecord {
         method: method.to_string(),
         path: path.clone(),
         query: raw_query.clone(),
         content_type: content_type.clone(),
+        user_agent: user_agent.clone(),
+        at_micros,
+        status: 0,
+        body: logged_body,
+        seq: 0,
     });
+    let response = serve(
+        &app,
+        &method,
+        &path,
+        &raw_query,
+        &content_type,
+        &user_agent,
+        &accept,
+        body,
+    )
+    .await;
+    app.log.set_status(seq, response.status().as_u16());
+    response
+}
+
+/// Serves one API request (recorded already).
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    app: &Arc<App>,
+    method: &Method,
+    path: &str,
+    raw_query: &str,
+    content_type: &str,
+    user_agent: &str,
+    accept: &str,
+    body: Bytes,
+) -> Response {
     if let Some(d) = app.faults.delay() {
         app.faults.note_delayed();
         tokio::time::sleep(d).await;
     }
-    if let Some(f) = app.faults.take_failure_for(method.as_str(), &path) {
+    if let Some(f) = app.faults.take_failure_for(method.as_str(), path) {
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
     }
-    let q = Query::parse(&raw_query);
-    let table = crate::table::wants_table(&accept);
+    let q = Query::parse(raw_query);
+    let table = crate::table::wants_table(accept);
     let ctx = Ctx {
-        method: &method,
-        path: &path,
+        method,
+        path,
         q: &q,
-        content_type: &content_type,
-        user_agent: &user_agent,
+        content_type,
+        user_agent,
         table,
     };
-    match route(&app, &ctx, body).await {
+    match route(app, &ctx, body).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");

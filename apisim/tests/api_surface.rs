@@ -264,3 +264,68 @@ async fn delete_collection_and_dry_run() {
     assert_eq!(left, vec!["c"]);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_request_log_says_who_wrote_what_when_and_with_which_result() {
+    let sim = start(SimConfig::default()).await;
+    let mut config = kube::Config::new(sim.url().parse().unwrap());
+    config.default_retry = false;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static("writer/1 (rep-a)"),
+    ));
+    let api: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let cm: ConfigMap =
+        serde_json::from_value(configmap("log", "default", json!({"k": "v"}))).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let err = api.create(&PostParams::default(), &cm).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err}"
+    );
+    api.get("log").await.unwrap();
+    let writes: Vec<_> = sim
+        .request_log()
+        .entries()
+        .into_iter()
+        .filter(|r| r.user_agent == "writer/1 (rep-a)")
+        .collect();
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert_eq!((writes[0].method.as_str(), writes[0].status), ("POST", 201));
+    assert_eq!((writes[1].method.as_str(), writes[1].status), ("POST", 409));
+    assert_eq!((writes[2].method.as_str(), writes[2].status), ("GET", 200));
+    assert!(writes[0].body.contains("\"k\":\"v\""), "{}", writes[0].body);
+    assert!(writes[2].body.is_empty(), "GET bodies are not kept");
+    assert!(writes[0].at_micros >= before && writes[0].at_micros <= writes[1].at_micros);
+    assert!(writes[0].seq < writes[1].seq && writes[1].seq < writes[2].seq);
+}
+
+#[tokio::test]
+async fn a_dry_run_server_side_apply_of_a_new_object_answers_it_and_stores_nothing() {
+    let sim = start(SimConfig::default()).await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&sim), "default");
+    let rv = sim.store().current_rv();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}, "data": {"a": "1"}});
+    let pp = PatchParams {
+        dry_run: true,
+        ..PatchParams::apply("test")
+    };
+    let got = api.patch("new", &pp, &Patch::Apply(&cm)).await.unwrap();
+    assert_eq!(got.data.unwrap()["a"], "1");
+    assert_eq!(sim.store().current_rv(), rv, "dry run does not write");
+    assert!(api.get_opt("new").await.unwrap().is_none());
+    // Its namespace must exist, as for a real create.
+    let missing: Api<ConfigMap> = Api::namespaced(client(&sim), "nope");
+    let err = missing
+        .patch("new", &pp, &Patch::Apply(&cm))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404 && s.message.contains("namespaces")),
+        "{err}"
+    );
+}

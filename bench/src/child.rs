@@ -2,14 +2,16 @@
 //! starts from a fresh heap and its RSS holds nothing but that side.
 //!
 //! Invariant: the child prints exactly one JSON [`ChildReport`] line after sync
-//! and one per command; it exits on `Exit` or when stdin closes.
+//! (with the side's observed configuration, read after its memory) and one per
+//! command; it exits on `Exit` or when stdin closes.
 
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::spec::{ChildReport, Command, Side, SideSpec};
+use crate::probe::HandlerProbe;
+use crate::spec::{ChildReport, Command, Side, SideFacts, SideSpec};
 use crate::{alloc, mem, ours, peer, raw};
 
 enum Running {
@@ -19,12 +21,34 @@ enum Running {
 }
 
 impl Running {
-    fn probes(&self) -> &[(String, std::sync::Arc<crate::probe::Probe>, bool)] {
+    fn probes(&self) -> &[HandlerProbe] {
         match self {
             Running::Ours(s) => &s.probes,
             Running::Peer(s) => &s.probes,
             Running::Raw(s) => &s.probes,
         }
+    }
+
+    fn facts(&self) -> SideFacts {
+        match self {
+            Running::Ours(s) => s.facts(),
+            Running::Peer(s) => s.facts(),
+            Running::Raw(_) => SideFacts::default(),
+        }
+    }
+}
+
+/// Polls `done` every millisecond until it holds or `timeout` passes.
+async fn until(timeout: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -63,9 +87,10 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
         probes: run
             .probes()
             .iter()
-            .map(|(n, p, _)| (n.clone(), p.report()))
+            .map(|p| (p.name.clone(), p.probe.report()))
             .collect(),
         listeners,
+        facts: None,
         notes,
         reload: None,
     }
@@ -101,6 +126,7 @@ pub fn main(spec_json: &str) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut r = report(&run, base, true, notes);
         r.sync_ms = sync_ms;
+        r.facts = Some(run.facts());
         emit(&r)?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         std::thread::spawn(move || {
@@ -115,26 +141,29 @@ pub fn main(spec_json: &str) -> Result<()> {
             let cmd: Command = serde_json::from_str(&line)
                 .with_context(|| format!("child: bad command line {line:?}"))?;
             match cmd {
+                Command::Settle { timeout_ms } => {
+                    let reached = until(Duration::from_millis(timeout_ms), || {
+                        run.probes()
+                            .iter()
+                            .filter(|p| p.settle)
+                            .all(|p| p.total() >= spec.expect_objects)
+                    })
+                    .await;
+                    emit(&report(&run, base, reached, Vec::new()))?;
+                }
                 Command::Arm { rv, record } => {
-                    for (_, p, _) in run.probes() {
-                        p.arm(rv, record);
+                    for p in run.probes() {
+                        p.probe.arm(rv, record);
                     }
                     emit(&report(&run, base, true, Vec::new()))?;
                 }
                 Command::Wait { rv, timeout_ms } => {
-                    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-                    let reached = loop {
-                        let all = run.probes().iter().filter(|p| p.2).all(|(_, p, _)| {
-                            p.max_rv.load(std::sync::atomic::Ordering::Acquire) >= rv
-                        });
-                        if all {
-                            break true;
-                        }
-                        if Instant::now() >= deadline {
-                            break false;
-                        }
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                    };
+                    let reached = until(Duration::from_millis(timeout_ms), || {
+                        run.probes().iter().filter(|p| p.tracked).all(|p| {
+                            p.probe.max_rv.load(std::sync::atomic::Ordering::Acquire) >= rv
+                        })
+                    })
+                    .await;
                     emit(&report(&run, base, reached, Vec::new()))?;
                 }
                 Command::Report => emit(&report(&run, base, true, Vec::new()))?,

@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command as Proc, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::spec::{ChildReport, Command, Side, SideSpec};
+use crate::spec::{ChildReport, Command, SideSpec};
 
 /// A running child.
 pub struct ChildProc {
@@ -23,12 +23,7 @@ impl ChildProc {
     /// Starts a child for `spec` and waits for its sync report.
     pub fn spawn(spec: &SideSpec) -> Result<(Self, ChildReport)> {
         let exe = std::env::current_exe().context("locating the bench executable")?;
-        let label = match spec.side {
-            Side::Ours => "wasm-informer",
-            Side::Peer => "kube-runtime",
-            Side::Raw => "raw-watch",
-        }
-        .to_string();
+        let label = spec.side.label().to_string();
         let mut child = Proc::new(&exe)
             .arg("child")
             .arg(serde_json::to_string(spec)?)

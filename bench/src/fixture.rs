@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use apisim::workload::{Workload, WorkloadConfig};
-use apisim::{Faults, RequestLog, RunningSim, Sim, SimConfig, Store};
+use apisim::{Faults, RequestLog, RequestRecord, RunningSim, Sim, SimConfig, Store};
 use parking_lot::Mutex;
 
 use crate::probe::now_ns;
@@ -96,6 +96,16 @@ impl Fixture {
         let w = self.write(n)?;
         self.hold = w * 3 + Duration::from_secs(1);
         Ok(())
+    }
+
+    /// A mark in the simulator's request log (see [`Fixture::requests_since`]).
+    pub fn request_mark(&self) -> usize {
+        self.log.len()
+    }
+
+    /// The requests the simulator received since `mark`.
+    pub fn requests_since(&self, mark: usize) -> Vec<RequestRecord> {
+        self.log.entries().into_iter().skip(mark).collect()
     }
 
     fn watch_requests(&self) -> usize {

@@ -1,10 +1,15 @@
-//! The wasm-informer side: the informer registry starts one shared informer
-//! (Reflector → DeltaFIFO → Indexer → processor) for `v1/pods`, with one listener
-//! per handler, each handler wrapped in a probe. WebAssembly handlers read the
-//! cache through the registry, as in production.
+//! The wasm-informer side: one shared informer (Reflector → DeltaFIFO →
+//! Indexer → processor) for `v1/pods`, with one listener per handler, each
+//! handler wrapped in a probe. It is built one of two ways
+//! ([`OursApi`]): through the informer registry, as the host runs plugins (and
+//! WebAssembly handlers read the cache through it), or with the informer
+//! crate's public builder, `SharedInformer::builder(..).start()` and
+//! `add_handler`, as a native program does (`examples/native-informer`).
 //!
 //! Invariant: the probe runs after the handler returned, so an event counts only
-//! once the handler (native or WebAssembly) finished with it.
+//! once the handler (native or WebAssembly) finished with it; the informer's
+//! transform and list strategy are exactly the spec's [`ManagedFields`] and
+//! [`InitialList`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,12 +18,15 @@ use anyhow::{bail, Context, Result};
 use kube_informer::cache_view::CacheView;
 use kube_informer::handler::{Delivery, Handled, Handler};
 use kube_informer::notification::NotificationRef;
-use kube_informer::HandlerOptions;
-use kube_informer::Registration;
+use kube_informer::reflector::StreamingList;
+use kube_informer::{HandlerOptions, Registration};
 use kube_informer::{InformerConfig, InformerRegistry, SharedInformer};
 
-use crate::probe::{now_ns, parse_rv, Probe};
-use crate::spec::{HandlerKind, ListenerCounters, ReloadTiming, SideSpec};
+use crate::probe::{now_ns, parse_rv, HandlerProbe, Probe};
+use crate::spec::{
+    HandlerKind, InitialList, ListenerCounters, ManagedFields, OursApi, ReloadTiming, SideFacts,
+    SideSpec,
+};
 use crate::wasm::{self, WasmHandler};
 
 enum Inner {
@@ -92,24 +100,50 @@ impl Handler for Probed {
 
 /// A running wasm-informer side.
 pub struct OursSide {
-    registry: Arc<InformerRegistry>,
+    /// Present when built through the registry (plugins read the cache here).
+    registry: Option<Arc<InformerRegistry>>,
     informer: Arc<SharedInformer>,
     handles: Vec<Registration>,
-    /// (name, probe, tracked) per handler.
-    pub probes: Vec<(String, Arc<Probe>, bool)>,
+    api: OursApi,
+    /// One per handler, in spec order.
+    pub probes: Vec<HandlerProbe>,
+}
+
+fn streaming(spec: &SideSpec) -> StreamingList {
+    match spec.initial_list {
+        InitialList::Streaming => StreamingList::Auto,
+        InitialList::Paged => StreamingList::Off,
+    }
+}
+
+fn options(name: &str, spec: &SideSpec) -> HandlerOptions {
+    HandlerOptions::named(name).queue_capacity(spec.ours.queue_capacity)
 }
 
 impl OursSide {
     /// Starts the informer and every listener, and waits for sync.
     pub async fn start(spec: &SideSpec, client: kube::Client) -> Result<(Self, Vec<String>)> {
+        let side = match spec.ours.api {
+            OursApi::Registry => Self::start_registry(spec, client).await?,
+            OursApi::Informer => Self::start_informer(spec, client).await?,
+        };
+        let notes = side.wait_synced(spec).await?;
+        Ok((side, notes))
+    }
+
+    /// As the host does: the registry starts the informer for the first
+    /// handler; WebAssembly handlers read the cache through the registry.
+    async fn start_registry(spec: &SideSpec, client: kube::Client) -> Result<Self> {
         let mut config = InformerConfig::default();
-        config.reflector.transform.strip_managed_fields = spec.strip_managed_fields;
+        config.reflector.transform.strip_managed_fields =
+            spec.managed_fields == ManagedFields::Strip;
+        config.reflector.streaming_list = streaming(spec);
         let registry = InformerRegistry::new(client, config);
         let cache: Arc<dyn CacheView> = registry.clone();
         let mut handles = Vec::new();
         let mut probes = Vec::new();
         for h in &spec.handlers {
-            let probe = Arc::new(Probe::default());
+            let probe = HandlerProbe::new(h);
             let inner = match &h.kind {
                 HandlerKind::NoopNative => Inner::Noop,
                 HandlerKind::SleepNative(ms) => Inner::Sleep(Duration::from_millis(*ms)),
@@ -123,36 +157,69 @@ impl OursSide {
                         .with_context(|| format!("handler {}", h.name))?,
                 )),
             };
-            let lc = HandlerOptions {
-                name: h.name.clone(),
-                queue_capacity: spec.queue_capacity,
-                ..HandlerOptions::default()
+            let handler = Probed {
+                inner,
+                probe: probe.probe.clone(),
             };
             let handle = registry
-                .add_handler(
-                    "v1/pods",
-                    Probed {
-                        inner,
-                        probe: probe.clone(),
-                    },
-                    lc,
-                )
+                .add_handler(&spec.resource, handler, options(&h.name, spec))
                 .await
                 .with_context(|| format!("listener {}", h.name))?;
             handles.push(handle);
-            probes.push((h.name.clone(), probe, h.tracked));
+            probes.push(probe);
         }
-        let informer = registry
-            .informer("v1/pods")
-            .context("no informer runs for v1/pods after adding listeners")?;
-        let side = OursSide {
-            registry,
+        let informer = registry.informer(&spec.resource).with_context(|| {
+            format!(
+                "no informer runs for {} after adding listeners",
+                spec.resource
+            )
+        })?;
+        Ok(OursSide {
+            registry: Some(registry),
             informer,
             handles,
+            api: OursApi::Registry,
             probes,
-        };
-        let notes = side.wait_synced(spec).await?;
-        Ok((side, notes))
+        })
+    }
+
+    /// As a native program does: `SharedInformer::builder` and `add_handler`.
+    async fn start_informer(spec: &SideSpec, client: kube::Client) -> Result<Self> {
+        let mut builder =
+            SharedInformer::builder(client, spec.resource.clone()).streaming_list(streaming(spec));
+        if spec.managed_fields == ManagedFields::Keep {
+            builder = builder.keep_managed_fields();
+        }
+        let informer = builder.start().await.context("starting the informer")?;
+        let mut handles = Vec::new();
+        let mut probes = Vec::new();
+        for h in &spec.handlers {
+            let probe = HandlerProbe::new(h);
+            let inner = match &h.kind {
+                HandlerKind::NoopNative => Inner::Noop,
+                HandlerKind::SleepNative(ms) => Inner::Sleep(Duration::from_millis(*ms)),
+                HandlerKind::Wasm { path, .. } => bail!(
+                    "handler {}: WebAssembly handlers ({path}) run through the registry, as in the host",
+                    h.name
+                ),
+            };
+            let handler = Probed {
+                inner,
+                probe: probe.probe.clone(),
+            };
+            let handle = informer
+                .add_handler(handler, options(&h.name, spec))
+                .with_context(|| format!("listener {}", h.name))?;
+            handles.push(handle);
+            probes.push(probe);
+        }
+        Ok(OursSide {
+            registry: None,
+            informer,
+            handles,
+            api: OursApi::Informer,
+            probes,
+        })
     }
 
     async fn wait_synced(&self, spec: &SideSpec) -> Result<Vec<String>> {
@@ -164,20 +231,18 @@ impl OursSide {
             );
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut notes = Vec::new();
-        for (h, (name, _, tracked)) in self.handles.iter().zip(&self.probes) {
-            if !tracked {
+        for (h, p) in self.handles.iter().zip(&self.probes) {
+            if !p.tracked {
                 continue;
             }
             while !h.has_synced() {
                 if tokio::time::Instant::now() >= deadline {
-                    notes.push(format!("listener {name} had not synced after {timeout:?}"));
-                    break;
+                    bail!("listener {} had not synced after {timeout:?}", p.name);
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         }
-        Ok(notes)
+        Ok(Vec::new())
     }
 
     /// Replaces the first handler by a new version loaded from `path`: the new
@@ -189,37 +254,36 @@ impl OursSide {
         config: &str,
         timeout_ms: u64,
     ) -> Result<ReloadTiming> {
+        let registry = self
+            .registry
+            .clone()
+            .context("a reload goes through the registry, as in the host")?;
         let name = self
             .probes
             .first()
-            .map(|p| p.0.clone())
+            .map(|p| p.name.clone())
             .context("no handler to reload")?;
         let t0 = now_ns();
-        let cache: Arc<dyn CacheView> = self.registry.clone();
+        let cache: Arc<dyn CacheView> = registry.clone();
         let loaded = wasm::load(&name, path, config, timeout_ms)?;
         let load_ms = (now_ns() - t0) as f64 / 1e6;
         let runner = wasm::start(&name, loaded, cache).await?;
         let probe = Arc::new(Probe::default());
         let objects = self.cached_objects();
-        let handle = self
-            .registry
+        let handle = registry
             .add_handler(
                 "v1/pods",
                 Probed {
                     inner: Inner::Wasm(Box::new(runner)),
                     probe: probe.clone(),
                 },
-                HandlerOptions {
-                    name: name.clone(),
-                    queue_capacity: 1024,
-                    ..HandlerOptions::default()
-                },
+                HandlerOptions::named(name.clone()).queue_capacity(1024),
             )
             .await
             .with_context(|| format!("subscribing the new version of {name}"))?;
         let old = std::mem::replace(&mut self.handles[0], handle);
         drop(old);
-        self.probes[0].1 = probe.clone();
+        self.probes[0].probe = probe.clone();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
         while probe.total.load(std::sync::atomic::Ordering::Relaxed) < objects {
             if tokio::time::Instant::now() >= deadline {
@@ -239,6 +303,31 @@ impl OursSide {
     /// Objects in the cache.
     pub fn cached_objects(&self) -> u64 {
         self.informer.indexer().len() as u64
+    }
+
+    /// How the side is configured, as observed: whether the cache holds
+    /// managedFields, and how many streaming lists the Reflector completed.
+    pub fn facts(&self) -> SideFacts {
+        let managed = self
+            .informer
+            .indexer()
+            .snapshot()
+            .iter()
+            .any(|o| o.json.contains("\"managedFields\""));
+        SideFacts {
+            managed_fields_cached: Some(managed),
+            reflectors: 1,
+            subscribers: 0,
+            controllers: 0,
+            streaming_lists: Some(self.informer.reflector_stats().snapshot().streaming_lists),
+            ours_api: Some(
+                match self.api {
+                    OursApi::Registry => "registry",
+                    OursApi::Informer => "informer",
+                }
+                .into(),
+            ),
+        }
     }
 
     /// Overflow counters of every listener.

@@ -1,29 +1,79 @@
-//! The kube-runtime 5.0 side: `watcher` + `reflector` + `Store<Pod>` with native
-//! closures as handlers, either one reflector per handler or one shared reflector
-//! with subscribers (`unstable-runtime-subscribe`).
+//! The kube-runtime 5.0 side, configured as a competent kube-runtime user
+//! configures it for the job at hand:
 //!
-//! Invariant: each closure feeds the same probe type as our side, after it ran.
+//! - the root stream is `watcher(api, config).default_backoff()`, with
+//!   `.modify()` dropping `metadata.managedFields` before the reflector caches
+//!   the object whenever the spec strips them (the optimisation kube-rs
+//!   documents in `reflector`'s docs and at kube.rs/controllers/optimization);
+//! - `watcher::Config::streaming_lists()` when the spec streams the first list,
+//!   else the default paged list (pages of 500);
+//! - the cached type is `Pod` or [`RawPod`] (metadata decoded, body kept raw);
+//! - one handler: `reflect(writer).touched_objects().for_each(handler)`;
+//!   several handlers: either one reflector each ([`PeerFanout::Separate`]) or
+//!   one `store_shared` reflector whose subscribers are consumed directly
+//!   ([`PeerAttach::Subscriber`]) or drive `Controller::for_shared_stream` with
+//!   the default controller config ([`PeerAttach::Controller`]); the root
+//!   stream is driven on a task of its own, as kube-runtime requires.
+//!
+//! Invariant: each handler feeds the same probe type as our side, after it
+//! ran; a controller's probe counts reconciles (of the store's current object).
 
+use std::convert::Infallible;
+use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use kube_runtime::controller::Action;
 use kube_runtime::reflector::{self, Store};
-use kube_runtime::{watcher, WatchStreamExt};
+use kube_runtime::{watcher, Controller, WatchStreamExt};
+use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use crate::probe::{parse_rv, Probe};
-use crate::spec::{HandlerKind, PeerFanout, SideSpec};
+use crate::peer_raw::RawPod;
+use crate::probe::{parse_rv, HandlerProbe, Probe};
+use crate::spec::{
+    HandlerKind, InitialList, ManagedFields, PeerAttach, PeerCache, PeerFanout, SideFacts, SideSpec,
+};
+
+/// What a type must be for kube's watcher, reflector and `Controller`.
+pub trait Cached:
+    kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Cached for K where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+/// A store seen without its type: size and whether it holds managedFields.
+trait StoreView: Send + Sync {
+    fn len(&self) -> usize;
+    fn managed_fields_cached(&self) -> bool;
+}
+
+impl<K: Cached> StoreView for Store<K> {
+    fn len(&self) -> usize {
+        Store::len(self)
+    }
+
+    fn managed_fields_cached(&self) -> bool {
+        self.find(|o| o.meta().managed_fields.is_some()).is_some()
+    }
+}
 
 /// A running kube-runtime side.
 pub struct PeerSide {
-    stores: Vec<Store<Pod>>,
+    stores: Vec<Box<dyn StoreView>>,
     tasks: Vec<JoinHandle<()>>,
-    /// (name, probe, tracked) per handler.
-    pub probes: Vec<(String, Arc<Probe>, bool)>,
+    subscribers: u64,
+    controllers: u64,
+    /// One per handler, in spec order.
+    pub probes: Vec<HandlerProbe>,
 }
 
 fn sleep_of(kind: &HandlerKind) -> Result<Option<Duration>> {
@@ -31,155 +81,229 @@ fn sleep_of(kind: &HandlerKind) -> Result<Option<Duration>> {
         HandlerKind::NoopNative => Ok(None),
         HandlerKind::SleepNative(ms) => Ok(Some(Duration::from_millis(*ms))),
         HandlerKind::Wasm { path, .. } => {
-            anyhow::bail!("kube-runtime side cannot run a WebAssembly handler ({path})")
+            bail!("kube-runtime side cannot run a WebAssembly handler ({path})")
         }
     }
 }
 
-async fn handle(pod: &Pod, sleep: Option<Duration>, probe: &Probe) {
+async fn handle<K: Cached>(obj: &K, sleep: Option<Duration>, probe: &Probe) {
     if let Some(d) = sleep {
         tokio::time::sleep(d).await;
     }
-    probe.observe(parse_rv(pod.metadata.resource_version.as_deref()));
+    probe.observe(parse_rv(obj.meta().resource_version.as_deref()));
 }
 
-fn strip(p: &mut Pod) {
-    p.metadata.managed_fields = None;
+/// The `.modify()` of a user who does not read managedFields.
+fn strip<K: Cached>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+}
+
+fn watch_config(spec: &SideSpec) -> watcher::Config {
+    let wc = watcher::Config::default();
+    match spec.initial_list {
+        InitialList::Streaming => wc.streaming_lists(),
+        InitialList::Paged => wc,
+    }
+}
+
+/// What a controller's reconciler does: the handler's behaviour, then the probe.
+struct Reconciler {
+    probe: Arc<Probe>,
+    sleep: Option<Duration>,
+}
+
+async fn reconcile<K: Cached>(obj: Arc<K>, ctx: Arc<Reconciler>) -> Result<Action, Infallible> {
+    handle(&*obj, ctx.sleep, &ctx.probe).await;
+    Ok(Action::await_change())
+}
+
+fn error_policy<K: Cached>(_: Arc<K>, _: &Infallible, _: Arc<Reconciler>) -> Action {
+    Action::await_change()
+}
+
+/// Binds `$s` to the side's root stream and evaluates `$body`: `watcher` with
+/// the default backoff, plus `.modify(strip)` when the spec strips
+/// managedFields. (The two streams have different types, hence a macro: the
+/// side that keeps managedFields runs no `.modify()` at all.)
+macro_rules! with_root_stream {
+    ($api:expr, $spec:expr, $k:ty, |$s:ident| $body:expr) => {
+        match $spec.managed_fields {
+            ManagedFields::Strip => {
+                let $s = watcher($api, watch_config($spec))
+                    .default_backoff()
+                    .modify(strip::<$k>);
+                $body
+            }
+            ManagedFields::Keep => {
+                let $s = watcher($api, watch_config($spec)).default_backoff();
+                $body
+            }
+        }
+    };
 }
 
 impl PeerSide {
     /// Starts the reflector(s) and waits for sync.
     pub async fn start(spec: &SideSpec, client: kube::Client) -> Result<(Self, Vec<String>)> {
-        let mut stores = Vec::new();
+        if spec.resource != "v1/pods" {
+            bail!(
+                "the kube-runtime side watches v1/pods only (asked for {})",
+                spec.resource
+            );
+        }
+        match spec.peer.cache {
+            PeerCache::TypedPod => Self::start_as::<Pod>(spec, client).await,
+            PeerCache::RawPod => Self::start_as::<RawPod>(spec, client).await,
+        }
+    }
+
+    async fn start_as<K: Cached>(
+        spec: &SideSpec,
+        client: kube::Client,
+    ) -> Result<(Self, Vec<String>)> {
+        let mut stores: Vec<Store<K>> = Vec::new();
         let mut tasks = Vec::new();
         let mut probes = Vec::new();
-        let wc = watcher::Config::default();
-        match spec.peer_fanout {
+        let (mut subscribers, mut controllers) = (0, 0);
+        match spec.peer.fanout {
             PeerFanout::Separate => {
                 for h in &spec.handlers {
-                    let probe = Arc::new(Probe::default());
+                    if h.peer_attach != PeerAttach::Subscriber {
+                        bail!(
+                            "handler {}: separate reflectors take plain handlers, not controllers",
+                            h.name
+                        );
+                    }
+                    let hp = HandlerProbe::new(h);
                     let sleep = sleep_of(&h.kind)?;
-                    let (reader, writer) = reflector::store::<Pod>();
-                    let api: Api<Pod> = Api::all(client.clone());
-                    let p = probe.clone();
-                    let f = move |r: Result<Pod, watcher::Error>| {
+                    let (reader, writer) = reflector::store::<K>();
+                    let api: Api<K> = Api::all(client.clone());
+                    let p = hp.probe.clone();
+                    let f = move |r: Result<K, watcher::Error>| {
                         let p = p.clone();
                         async move {
                             match r {
-                                Ok(pod) => handle(&pod, sleep, &p).await,
+                                Ok(o) => handle(&o, sleep, &p).await,
                                 Err(e) => tracing::warn!(error = %e, "watcher error"),
                             }
                         }
                     };
-                    let task = if spec.strip_managed_fields {
-                        tokio::spawn(
-                            watcher(api, wc.clone())
-                                .default_backoff()
-                                .modify(strip)
-                                .reflect(writer)
-                                .touched_objects()
-                                .for_each(f),
-                        )
-                    } else {
-                        tokio::spawn(
-                            watcher(api, wc.clone())
-                                .default_backoff()
-                                .reflect(writer)
-                                .touched_objects()
-                                .for_each(f),
-                        )
-                    };
+                    let task = with_root_stream!(api, spec, K, |s| tokio::spawn(
+                        s.reflect(writer).touched_objects().for_each(f)
+                    ));
                     stores.push(reader);
                     tasks.push(task);
-                    probes.push((h.name.clone(), probe, h.tracked));
+                    probes.push(hp);
                 }
             }
             PeerFanout::Shared { buffer } => {
-                let (reader, writer) = reflector::store_shared::<Pod>(buffer);
+                let (reader, writer) = reflector::store_shared::<K>(buffer);
                 for h in &spec.handlers {
-                    let probe = Arc::new(Probe::default());
+                    let hp = HandlerProbe::new(h);
                     let sleep = sleep_of(&h.kind)?;
                     let sub = writer
                         .subscribe()
-                        .ok_or_else(|| anyhow::anyhow!("store_shared gave no subscriber"))?;
-                    let p = probe.clone();
-                    tasks.push(tokio::spawn(sub.for_each(move |pod: Arc<Pod>| {
-                        let p = p.clone();
-                        async move { handle(&pod, sleep, &p).await }
-                    })));
-                    probes.push((h.name.clone(), probe, h.tracked));
+                        .context("store_shared gave no subscriber")?;
+                    let p = hp.probe.clone();
+                    match h.peer_attach {
+                        PeerAttach::Subscriber => {
+                            subscribers += 1;
+                            tasks.push(tokio::spawn(sub.for_each(move |o: Arc<K>| {
+                                let p = p.clone();
+                                async move { handle(&*o, sleep, &p).await }
+                            })));
+                        }
+                        PeerAttach::Controller => {
+                            controllers += 1;
+                            let ctx = Arc::new(Reconciler { probe: p, sleep });
+                            let run = Controller::for_shared_stream(sub, reader.clone())
+                                .run(reconcile::<K>, error_policy::<K>, ctx)
+                                .for_each(|_| futures::future::ready(()));
+                            tasks.push(tokio::spawn(run));
+                        }
+                    }
+                    probes.push(hp);
                 }
-                let api: Api<Pod> = Api::all(client.clone());
-                let root = |r: Result<Pod, watcher::Error>| async move {
+                let api: Api<K> = Api::all(client.clone());
+                let root = |r: Result<K, watcher::Error>| async move {
                     if let Err(e) = r {
                         tracing::warn!(error = %e, "watcher error");
                     }
                 };
-                let task = if spec.strip_managed_fields {
-                    tokio::spawn(
-                        watcher(api, wc.clone())
-                            .default_backoff()
-                            .modify(strip)
-                            .reflect_shared(writer)
-                            .touched_objects()
-                            .for_each(root),
-                    )
-                } else {
-                    tokio::spawn(
-                        watcher(api, wc.clone())
-                            .default_backoff()
-                            .reflect_shared(writer)
-                            .touched_objects()
-                            .for_each(root),
-                    )
-                };
+                let task = with_root_stream!(api, spec, K, |s| tokio::spawn(
+                    s.reflect_shared(writer).applied_objects().for_each(root)
+                ));
                 tasks.push(task);
                 stores.push(reader);
             }
         }
+        let notes = Self::wait_synced(spec, &stores, &probes).await?;
         let side = PeerSide {
-            stores,
+            stores: stores
+                .into_iter()
+                .map(|s| Box::new(s) as Box<dyn StoreView>)
+                .collect(),
             tasks,
+            subscribers,
+            controllers,
             probes,
         };
-        let notes = side.wait_synced(spec).await?;
         Ok((side, notes))
     }
 
-    async fn wait_synced(&self, spec: &SideSpec) -> Result<Vec<String>> {
+    async fn wait_synced<K: Cached>(
+        spec: &SideSpec,
+        stores: &[Store<K>],
+        probes: &[HandlerProbe],
+    ) -> Result<Vec<String>> {
         let timeout = Duration::from_secs(spec.sync_timeout_secs);
-        for s in &self.stores {
-            if tokio::time::timeout(timeout, s.wait_until_ready())
+        let deadline = tokio::time::Instant::now() + timeout;
+        for s in stores {
+            // Polled, not awaited once: in kube-runtime 5.0 the readiness
+            // (`DelayedInit` over a oneshot receiver) keeps the waker of the
+            // last task that polled it only, so with controllers also waiting
+            // on the store this task may never be woken. Polling every 2 ms is
+            // what our side's sync wait does too.
+            while tokio::time::timeout(Duration::from_millis(2), s.wait_until_ready())
                 .await
                 .is_err()
             {
-                anyhow::bail!("a Store did not become ready within {timeout:?}");
+                if tokio::time::Instant::now() >= deadline {
+                    bail!("a Store did not become ready within {timeout:?}");
+                }
             }
         }
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut notes = Vec::new();
-        for (name, probe, tracked) in &self.probes {
-            if !tracked {
-                continue;
-            }
-            while probe.total.load(std::sync::atomic::Ordering::Relaxed) < spec.expect_objects {
+        for p in probes.iter().filter(|p| p.tracked) {
+            while p.total() < spec.expect_objects {
                 if tokio::time::Instant::now() >= deadline {
-                    notes.push(format!(
-                        "subscriber {name} had seen {} of {} initial objects after {timeout:?}",
-                        probe.total.load(std::sync::atomic::Ordering::Relaxed),
+                    bail!(
+                        "handler {} had seen {} of {} initial objects after {timeout:?}",
+                        p.name,
+                        p.total(),
                         spec.expect_objects
-                    ));
-                    break;
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         }
-        Ok(notes)
+        Ok(Vec::new())
     }
 
     /// Objects in the cache(s), summed.
     pub fn cached_objects(&self) -> u64 {
         self.stores.iter().map(|s| s.len() as u64).sum()
+    }
+
+    /// How the side is configured, as observed.
+    pub fn facts(&self) -> SideFacts {
+        SideFacts {
+            managed_fields_cached: Some(self.stores.iter().any(|s| s.managed_fields_cached())),
+            reflectors: self.stores.len() as u64,
+            subscribers: self.subscribers,
+            controllers: self.controllers,
+            streaming_lists: None,
+            ours_api: None,
+        }
     }
 
     /// Stops every task.

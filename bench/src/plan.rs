@@ -1,14 +1,19 @@
 //! Sizes and repetitions of every benchmark, for the quick (smoke) and the full
 //! mode.
 //!
-//! Invariant: the full plan is the specification (20k pods for B1/B4,
-//! 50k for B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods
-//! with 10 plugins at 5k events/s for a minute for B8).
+//! Invariant: the full plan is the specification (20k pods for B1/B4, 50k for
+//! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
+//! plugins at 5k events/s for a minute for B8) with at least
+//! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
+//! small sizes with two rounds, so both side orders of the ABBA alternation run.
+
+/// The fewest rounds a full (publishable) run may have.
+pub const MIN_FULL_ROUNDS: usize = 7;
 
 /// Which plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Small sizes, one round: finishes in under a minute.
+    /// Small sizes, two rounds: a few minutes on two busy cores.
     Quick,
     /// The real sizes, alternating rounds.
     Full,
@@ -18,18 +23,19 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub mode: Mode,
-    /// Alternating A/B rounds per comparison.
+    /// Rounds per benchmark (arms alternate their order between rounds).
     pub rounds: usize,
     pub b1_pods: usize,
     pub b1_events: usize,
     pub b2_pods: usize,
     pub b2_events: usize,
     pub b2_plugins: Vec<usize>,
-    pub b3_rounds: usize,
     pub b3_pods: usize,
     pub b3_rate: f64,
     pub b3_secs: u64,
     pub b3_grace_secs: u64,
+    /// Milliseconds the slow neighbour takes per event.
+    pub b3_slow_ms: u64,
     pub b4_pods: usize,
     pub b5_pods: usize,
     pub b6_objects: usize,
@@ -47,17 +53,17 @@ impl Plan {
         match mode {
             Mode::Quick => Plan {
                 mode,
-                rounds: 1,
+                rounds: 2,
                 b1_pods: 500,
                 b1_events: 500,
                 b2_pods: 300,
                 b2_events: 300,
                 b2_plugins: vec![1, 4, 16],
-                b3_rounds: 1,
                 b3_pods: 100,
                 b3_rate: 200.0,
                 b3_secs: 2,
                 b3_grace_secs: 1,
+                b3_slow_ms: 10,
                 b4_pods: 500,
                 b5_pods: 1000,
                 b6_objects: 200,
@@ -70,17 +76,20 @@ impl Plan {
             },
             Mode::Full => Plan {
                 mode,
-                rounds: 3,
+                rounds: MIN_FULL_ROUNDS,
                 b1_pods: 20_000,
                 b1_events: 20_000,
                 b2_pods: 20_000,
                 b2_events: 20_000,
                 b2_plugins: vec![1, 4, 16],
-                b3_rounds: 2,
-                b3_pods: 1_000,
+                // 500 pods: each round first lets the 10 ms neighbours
+                // handle the initial list (5 s), so the window starts with
+                // every queue and buffer empty.
+                b3_pods: 500,
                 b3_rate: 1_000.0,
-                b3_secs: 10,
+                b3_secs: 8,
                 b3_grace_secs: 5,
+                b3_slow_ms: 10,
                 b4_pods: 20_000,
                 b5_pods: 50_000,
                 b6_objects: 5_000,

@@ -6,6 +6,7 @@
 //! measured; timestamps are wall-clock nanoseconds, comparable across processes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -93,6 +94,35 @@ impl Probe {
             max_rv: self.max_rv.load(Ordering::Acquire),
             records: std::mem::take(&mut *self.records.lock()),
         }
+    }
+}
+
+/// One handler's probe, with what the child waits for on it.
+pub struct HandlerProbe {
+    /// Handler name.
+    pub name: String,
+    /// Its counters.
+    pub probe: Arc<Probe>,
+    /// Sync and `Wait` wait for it.
+    pub tracked: bool,
+    /// `Settle` waits for it to have handled the initial list.
+    pub settle: bool,
+}
+
+impl HandlerProbe {
+    /// A fresh probe for `h`.
+    pub fn new(h: &crate::spec::HandlerSpec) -> Self {
+        HandlerProbe {
+            name: h.name.clone(),
+            probe: Arc::new(Probe::default()),
+            tracked: h.tracked,
+            settle: h.settle,
+        }
+    }
+
+    /// Events handled in total.
+    pub fn total(&self) -> u64 {
+        self.probe.total.load(Ordering::Relaxed)
     }
 }
 

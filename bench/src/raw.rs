@@ -14,14 +14,14 @@ use anyhow::{Context, Result};
 use futures::{AsyncBufReadExt, StreamExt};
 use tokio::task::JoinHandle;
 
-use crate::probe::Probe;
+use crate::probe::{HandlerProbe, Probe};
 use crate::spec::SideSpec;
 
 /// A running raw watcher.
 pub struct RawSide {
     task: JoinHandle<()>,
-    /// (name, probe, tracked): one probe.
-    pub probes: Vec<(String, Arc<Probe>, bool)>,
+    /// One probe.
+    pub probes: Vec<HandlerProbe>,
 }
 
 fn rv_of(line: &str) -> Option<u64> {
@@ -85,7 +85,12 @@ impl RawSide {
         Ok((
             RawSide {
                 task,
-                probes: vec![(name, probe, true)],
+                probes: vec![HandlerProbe {
+                    name,
+                    probe,
+                    tracked: true,
+                    settle: false,
+                }],
             },
             Vec::new(),
         ))

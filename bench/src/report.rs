@@ -1,96 +1,95 @@
-//! The Markdown document: machine, date, command line, the table and its notes.
+//! The Markdown document: provenance (commit and tree state, machine, load,
+//! toolchain, command), how to read the figures, the table, how each
+//! benchmark's sides are configured, and the notes.
 //!
-//! Invariant: everything in the header is read from the running system, not
-//! assumed.
+//! Invariant: everything in the header is read from the running system or the
+//! build (`provenance.rs`), not assumed; a run that is not publishable (quick
+//! mode, fewer rounds than the full plan's minimum, a dirty tree) says so at
+//! the top.
 
 use std::time::Duration;
 
-use anyhow::Result;
-
-use crate::plan::Mode;
+use crate::plan::{Mode, MIN_FULL_ROUNDS};
+use crate::provenance::{self, Tree};
 use crate::table::{markdown, notes, Row};
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
+/// What the header needs from the run.
+pub struct Run<'a> {
+    pub mode: Mode,
+    pub rounds: usize,
+    pub tree: &'a Tree,
+    pub took: Duration,
+    pub load_before: &'a str,
+    /// Benchmarks limited with `--only` (empty: all).
+    pub only: &'a [String],
 }
 
-fn mem_total() -> String {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .map(|l| l.trim_start_matches("MemTotal:").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
+fn warnings(run: &Run) -> String {
+    let mut w = Vec::new();
+    if run.mode == Mode::Quick {
+        w.push("**Quick mode: small sizes and two rounds. A smoke test that every row is produced; the figures are not measurements.**".to_string());
+    } else if run.rounds < MIN_FULL_ROUNDS {
+        w.push(format!(
+            "**{} round(s) per benchmark, fewer than the {MIN_FULL_ROUNDS} a published run has: not a publishable run.**",
+            run.rounds
+        ));
+    }
+    if !run.tree.is_clean() {
+        w.push(
+            "**The working tree differs from the commit named below; the numbers do not belong to that commit.**"
+                .to_string(),
+        );
+    }
+    if !run.only.is_empty() {
+        w.push(format!("Only {} were run.", run.only.join(", ")));
+    }
+    w.iter().map(|l| format!("> {l}\n")).collect()
 }
 
-fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-fn commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// The 1-, 5- and 15-minute load averages (other work on the machine skews
-/// every number in the table).
-pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// Renders the report; `load_before` is [`loadavg`] when the run started.
-pub fn document(mode: Mode, rows: &[Row], took: Duration, load_before: &str) -> Result<String> {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+/// Renders the report.
+pub fn document(run: &Run, rows: &[Row]) -> String {
     let cmd: Vec<String> = std::env::args().collect();
     let profile = if cfg!(debug_assertions) {
         "dev (dependencies optimised, workspace crates not)"
     } else {
         "release"
     };
-    Ok(format!(
+    format!(
         "# Benchmarks: wasm-informer vs kube-runtime 5.0\n\n\
-         - mode: {mode:?}, build profile: {profile}\n\
+         {}\n\
+         - mode: {:?}, {} round(s) per benchmark, build profile: {profile}\n\
          - date: {}\n\
-         - machine: {} ({cores} cores), {} RAM, Linux {}\n\
-         - command: `{}`\n\
          - commit: {}\n\
-         - run time: {:.0} s; load average before {load_before}, after {}\n\n\
-         Both sides run against one apisim instance (HTTP on 127.0.0.1) holding the same seeded pods \
-         (about 3 KB of JSON each, with managedFields). Every side runs in a fresh child process; \
-         comparisons alternate the sides (A B A B) and report medians. Both sides run on mimalloc, \
-         the global allocator the wasm-informer binary ships with.\n\n\
-         {}\n## Notes\n\n{}",
+         - machine: {}\n\
+         - load average (1, 5, 15 min): before {}, after {}\n\
+         - toolchain: {}\n\
+         - command: `{}`\n\
+         - run time: {:.0} s\n\n\
+         Every arm (one side set up one way) runs in a fresh child process against one apisim \
+         instance (HTTP on 127.0.0.1) holding the same seeded pods (about 3 KB of JSON each, with \
+         managedFields). Each benchmark runs its arms once per round, in one order in even rounds \
+         and in the reverse order in odd rounds (ABBA). Figures are the median over the rounds \
+         with the min–max in brackets; a ratio is taken round by round (each side against the \
+         other side of the same round), then summarised the same way. A target is **met** only \
+         when every round meets it, **missed** when no round does, and **within noise** \
+         otherwise. Both sides run on mimalloc, the global allocator the wasm-informer binary \
+         ships with. Before any number is kept, the harness checks each side's configuration \
+         against the simulator's request log (streaming or paged first list, one reflector or \
+         one per handler) and the side's own cache (managedFields present or not).\n\n\
+         {}\n## How each benchmark is configured\n\n{}## Notes\n\n{}",
+        warnings(run),
+        run.mode,
+        run.rounds,
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
-        cpu_model(),
-        mem_total(),
-        kernel(),
+        run.tree.describe(),
+        provenance::machine(),
+        run.load_before,
+        provenance::loadavg(),
+        provenance::toolchain(),
         cmd.join(" "),
-        commit(),
-        took.as_secs_f64(),
-        loadavg(),
+        run.took.as_secs_f64(),
         markdown(rows),
+        crate::suite::methodology(run.only),
         notes(rows)
-    ))
+    )
 }

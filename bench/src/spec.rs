@@ -1,8 +1,17 @@
 //! What one measured side runs: the contract between the benchmark driver and the
-//! child process that hosts the side (serialised as JSON on the command line).
+//! child process that hosts the side (serialised as JSON on the command line),
+//! the commands the driver sends it and the reports it prints.
 //!
 //! Invariant: a spec fully determines the side's setup; nothing else is read from
-//! the environment.
+//! the environment. Settings that only one implementation has live in that
+//! side's part ([`OursConfig`], [`PeerConfig`]); settings both sides have
+//! ([`ManagedFields`], [`InitialList`]) are shared, so a comparison cannot give
+//! them different values by accident.
+//!
+//! Extension point: a new knob of one side (for example another event encoding
+//! for our plugins) is a field of that side's config with a serde default, read
+//! in `ours.rs` or `peer.rs`; a new resource is a [`SideSpec::resource`] value the
+//! sides accept.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,16 +20,47 @@ use serde::{Deserialize, Serialize};
 pub enum Side {
     /// The wasm-informer pipeline: Reflector, DeltaFIFO, Indexer, listeners.
     Ours,
-    /// kube-runtime 5.0: watcher + reflector + `Store<Pod>`.
+    /// kube-runtime 5.0: watcher + reflector + `Store<K>`, with subscribers or
+    /// controllers.
     Peer,
     /// The simulator's ceiling: watch lines scanned for their resourceVersion only.
     Raw,
 }
 
+impl Side {
+    /// The name the tables and error messages use.
+    pub fn label(self) -> &'static str {
+        match self {
+            Side::Ours => "wasm-informer",
+            Side::Peer => "kube-runtime",
+            Side::Raw => "raw-watch",
+        }
+    }
+}
+
+/// What happens to `metadata.managedFields` before an object is cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ManagedFields {
+    /// Dropped: our transform (the default), kube-runtime's `.modify()`.
+    Strip,
+    /// Cached as received.
+    Keep,
+}
+
+/// How the first list is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InitialList {
+    /// A streaming list (`sendInitialEvents=true`): our Reflector's default,
+    /// kube-runtime's `watcher::Config::streaming_lists()`.
+    Streaming,
+    /// Pages of 500: kube-runtime's default, our `StreamingList::Off`.
+    Paged,
+}
+
 /// What a handler does with each event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HandlerKind {
-    /// A native closure / `Handler` that does nothing.
+    /// A native handler that does nothing.
     NoopNative,
     /// A native handler that sleeps this many milliseconds per event.
     SleepNative(u64),
@@ -35,6 +75,16 @@ pub enum HandlerKind {
     },
 }
 
+/// How a handler is attached to kube-runtime's shared reflector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerAttach {
+    /// A `ReflectHandle` from `Writer::subscribe`, consumed with `for_each`.
+    Subscriber,
+    /// `Controller::for_shared_stream(subscriber, store)` whose reconciler is
+    /// the handler (default `controller::Config`).
+    Controller,
+}
+
 /// One handler of the side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandlerSpec {
@@ -43,21 +93,73 @@ pub struct HandlerSpec {
     /// Behaviour.
     pub kind: HandlerKind,
     /// Measured: the side is synced only once this handler has seen the initial
-    /// list, and `wait` waits for it.
+    /// list, and `Wait` waits for it.
     pub tracked: bool,
+    /// `Settle` waits until this handler has handled the initial list (for a
+    /// neighbour that is slow but not measured).
+    #[serde(default)]
+    pub settle: bool,
+    /// How the peer attaches it (ignored by our side).
+    #[serde(default = "subscriber")]
+    pub peer_attach: PeerAttach,
+}
+
+fn subscriber() -> PeerAttach {
+    PeerAttach::Subscriber
+}
+
+/// How our side is wired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OursApi {
+    /// Through `InformerRegistry`, as the host runs plugins (WebAssembly
+    /// handlers read the cache through it).
+    Registry,
+    /// `SharedInformer::builder(client, "v1/pods")` and `add_handler`, the
+    /// informer crate's public API as a native program uses it
+    /// (`examples/native-informer`). Native handlers only.
+    Informer,
+}
+
+/// Settings only our side has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OursConfig {
+    /// How the informer is built.
+    pub api: OursApi,
+    /// Listener queue capacity.
+    pub queue_capacity: usize,
+}
+
+/// The type kube-runtime caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerCache {
+    /// k8s-openapi's `Pod`, fully deserialised.
+    TypedPod,
+    /// `ObjectMeta` plus `spec` and `status` kept as `Box<RawValue>`
+    /// (see `peer_raw.rs`).
+    RawPod,
 }
 
 /// How the kube-runtime side fans out to several handlers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PeerFanout {
-    /// One watcher + reflector + Store per handler (what separate controllers do).
+    /// One watcher + reflector + Store per handler (what independent
+    /// controllers, each with its own `Controller::new`, amount to).
     Separate,
-    /// One watcher and `store_shared(buffer)`; each handler is a subscriber
-    /// (`unstable-runtime-subscribe`).
+    /// One watcher and `store_shared(buffer)`; each handler attaches as its
+    /// [`HandlerSpec::peer_attach`] says (`unstable-runtime-subscribe`).
     Shared {
         /// Subscriber buffer size.
         buffer: usize,
     },
+}
+
+/// Settings only the peer has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerConfig {
+    /// Cached type.
+    pub cache: PeerCache,
+    /// Fan-out.
+    pub fanout: PeerFanout,
 }
 
 /// The whole setup of one side.
@@ -67,14 +169,18 @@ pub struct SideSpec {
     pub side: Side,
     /// Simulator base URL.
     pub url: String,
+    /// The resource watched (both sides support `v1/pods`).
+    pub resource: String,
     /// Handlers.
     pub handlers: Vec<HandlerSpec>,
-    /// Listener queue capacity (ours).
-    pub queue_capacity: usize,
-    /// Drop `metadata.managedFields` before caching.
-    pub strip_managed_fields: bool,
-    /// Fan-out of the peer.
-    pub peer_fanout: PeerFanout,
+    /// managedFields before caching (both sides).
+    pub managed_fields: ManagedFields,
+    /// First list (both sides).
+    pub initial_list: InitialList,
+    /// Our side's settings.
+    pub ours: OursConfig,
+    /// The peer's settings.
+    pub peer: PeerConfig,
     /// Objects the initial list holds (sync is complete when tracked handlers saw them).
     pub expect_objects: u64,
     /// Longest wait for sync, in seconds.
@@ -84,6 +190,9 @@ pub struct SideSpec {
 /// A command from the driver to the child, one JSON line on stdin.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Command {
+    /// Wait until every handler marked `settle` handled the initial list (or
+    /// `timeout_ms` passes), then report.
+    Settle { timeout_ms: u64 },
     /// Start measuring events above `rv`; `record` keeps per-event times.
     Arm { rv: u64, record: bool },
     /// Wait until every tracked handler handled `rv` (or `timeout_ms` passes),
@@ -103,12 +212,31 @@ pub enum Command {
     Exit,
 }
 
+/// What the side observed about its own configuration, checked by the driver
+/// against the spec (`verify.rs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SideFacts {
+    /// Whether any cached object still holds `metadata.managedFields`
+    /// (`None`: the side has no cache).
+    pub managed_fields_cached: Option<bool>,
+    /// Reflectors (watch streams with a cache) the side runs.
+    pub reflectors: u64,
+    /// Handlers attached as shared-reflector subscribers (peer).
+    pub subscribers: u64,
+    /// Handlers attached as `Controller::for_shared_stream` (peer).
+    pub controllers: u64,
+    /// Streaming lists our Reflector completed (ours).
+    pub streaming_lists: Option<u64>,
+    /// How our informer was built (`registry` or `informer`).
+    pub ours_api: Option<String>,
+}
+
 /// What the child prints (one JSON line each).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ChildReport {
     /// Time from start to sync, in milliseconds (0 in later reports).
     pub sync_ms: f64,
-    /// Whether every tracked handler reached the awaited resourceVersion.
+    /// Whether the awaited condition (`Wait`, `Settle`) was reached.
     pub reached: bool,
     /// Resident set size now, and before the side started.
     pub rss_bytes: u64,
@@ -122,6 +250,8 @@ pub struct ChildReport {
     pub probes: Vec<(String, crate::probe::ProbeReport)>,
     /// Per listener (ours): overflowed and coalesced notifications, max depth.
     pub listeners: Vec<ListenerCounters>,
+    /// The side's configuration as it observed it (sync report only).
+    pub facts: Option<SideFacts>,
     /// Anything that went wrong, for the table notes.
     pub notes: Vec<String>,
     /// Timing of a `Reload` command.

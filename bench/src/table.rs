@@ -2,17 +2,20 @@
 //! `docs/BENCHMARKS.md` and the console.
 //!
 //! Invariant: a row that could not be measured says so (`Failed`) with the
-//! reason; it never shows a number it did not measure.
+//! reason; it never shows a number it did not measure. Figures are medians
+//! over the rounds with their min–max in brackets.
 
 use serde::Serialize;
 
 /// Whether a row meets its target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Verdict {
-    /// Target met.
+    /// Target met in every round.
     Met,
-    /// Target missed.
+    /// Target missed in every round.
     Missed,
+    /// Some rounds meet the target and some do not.
+    WithinNoise,
     /// No target on this row (context only).
     Info,
     /// The measurement failed.
@@ -20,19 +23,11 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// From a comparison result.
-    pub fn of(ok: bool) -> Self {
-        if ok {
-            Verdict::Met
-        } else {
-            Verdict::Missed
-        }
-    }
-
     fn as_str(self) -> &'static str {
         match self {
             Verdict::Met => "met",
             Verdict::Missed => "**missed**",
+            Verdict::WithinNoise => "within noise",
             Verdict::Info => "",
             Verdict::Failed => "**failed**",
         }
@@ -42,7 +37,7 @@ impl Verdict {
 /// One line of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// B1 .. B8.
+    /// B1, B2, ...
     pub id: &'static str,
     /// What the row measures.
     pub what: String,

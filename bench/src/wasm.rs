@@ -97,21 +97,36 @@ impl WasmHandler {
     }
 }
 
-/// The built `.wasm` of the example Rust plugin `name`, if it exists.
-pub fn plugin_path(name: &str) -> Option<String> {
-    let p = match name {
-        "noop" => plugin_artifacts::NOOP,
-        "slow" => plugin_artifacts::SLOW,
-        "spin-forever" => plugin_artifacts::SPIN_FOREVER,
-        _ => return None,
-    };
-    std::path::Path::new(p).exists().then(|| p.to_string())
+/// The `.wasm` of the Rust plugin `name`, built by `plugin-artifacts` (so by
+/// every `cargo build` of this crate).
+pub fn plugin_path(name: &str) -> Result<String> {
+    let p = plugin_artifacts::ALL
+        .iter()
+        .find(|(pkg, _)| *pkg == name)
+        .map(|(_, p)| *p)
+        .with_context(|| format!("no Rust plugin named {name} in plugin-artifacts"))?;
+    anyhow::ensure!(
+        std::path::Path::new(p).exists(),
+        "the Rust plugin {name} is missing at {p}; rebuild the bench crate"
+    );
+    Ok(p.to_string())
 }
 
-/// The JavaScript example plugin built by `scripts/build-plugins.sh`, if present.
-pub fn js_plugin_path(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/plugins")
-        .join(format!("{name}.wasm"));
-    p.exists().then_some(p)
+/// The JavaScript plugin `plugins/testing/NAME/plugin.js`, built (or found up
+/// to date) by `scripts/build-plugins.sh NAME` into `target/plugins/NAME.wasm`.
+pub fn js_plugin(name: &str) -> Result<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let st = std::process::Command::new(root.join("scripts/build-plugins.sh"))
+        .arg(name)
+        .current_dir(&root)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running scripts/build-plugins.sh")?;
+    anyhow::ensure!(
+        st.success(),
+        "scripts/build-plugins.sh {name} failed ({st}); `make plugins` sets up the JavaScript toolchain"
+    );
+    let p = root.join("target/plugins").join(format!("{name}.wasm"));
+    anyhow::ensure!(p.exists(), "{} was not built", p.display());
+    Ok(p.display().to_string())
 }

@@ -1,7 +1,43 @@
-//! Smoke test: the quick mode runs to completion and produces a measured row for
-//! every benchmark B1..B8 (the numbers themselves are not asserted).
+//! Smoke test: the quick mode runs to completion and produces every row of
+//! every benchmark, each measured (the numbers themselves are not asserted),
+//! with the provenance header and the configuration section.
 
 use std::process::Command;
+
+/// Rows that must be present: (benchmark, a phrase of the row's label).
+const ROWS: &[(&str, &str)] = &[
+    ("B1", "Rust no-op plugin vs typed Pod store"),
+    ("B1", "Rust no-op plugin vs raw store"),
+    ("B1", "Rust plugin decoding each Pod"),
+    ("B1", "JavaScript plugin parsing each object"),
+    (
+        "B1",
+        "native no-op Handler (SharedInformer::builder + add_handler)",
+    ),
+    ("B1", "reference: both sides keep managedFields"),
+    ("B1", "simulator ceiling"),
+    ("B2", "1 plugin"),
+    ("B2", "16 plugins"),
+    ("B3", "fast handler alone"),
+    ("B3", "Controller::for_shared_stream reconciler"),
+    ("B3", "raw subscriber"),
+    ("B4", "peer caches typed Pod"),
+    ("B4", "peer caches metadata + RawValue"),
+    ("B4", "reference: both keep managedFields"),
+    (
+        "B5",
+        "both streaming, managedFields stripped, peer typed Pod",
+    ),
+    ("B5", "peer metadata + RawValue"),
+    ("B5", "reference: both streaming, managedFields kept"),
+    ("B5", "both paged"),
+    ("B6", "hot reload, Rust"),
+    ("B7", "shared reflector, 10 subscribers"),
+    ("B7", "Controller::for_shared_stream"),
+    ("B7", "extra: peer with 10 separate reflectors"),
+    ("B7", "reference: both keep managedFields"),
+    ("B8", "plugins: sync, then"),
+];
 
 #[test]
 fn quick_mode_produces_every_row() {
@@ -17,24 +53,34 @@ fn quick_mode_produces_every_row() {
         out.status
     );
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| B")).collect();
-    for id in ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"] {
-        let mine: Vec<&&str> = rows
-            .iter()
-            .filter(|l| l.starts_with(&format!("| {id} |")))
-            .collect();
-        assert!(!mine.is_empty(), "no row for {id}:\n{stdout}");
-        for row in mine {
-            assert!(
-                !row.contains("**failed**"),
-                "{id} was not measured: {row}\nnotes:\n{}",
-                stdout
-                    .lines()
-                    .filter(|l| l.starts_with(&format!("- **{id} ")))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            );
-        }
+    for (id, phrase) in ROWS {
+        let prefix = format!("| {id} |");
+        assert!(
+            rows.iter()
+                .any(|l| l.starts_with(&prefix) && l.contains(phrase)),
+            "no {id} row with {phrase:?}:\n{stdout}"
+        );
     }
-    assert!(stdout.contains("- machine: "), "header missing:\n{stdout}");
-    assert!(stdout.contains("- command: "), "header missing:\n{stdout}");
+    for row in &rows {
+        let id = &row[2..4];
+        assert!(
+            !row.contains("**failed**"),
+            "{id} was not measured: {row}\nnotes:\n{}",
+            stdout
+                .lines()
+                .filter(|l| l.starts_with(&format!("- **{id} ")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    for header in [
+        "- commit: ",
+        "- machine: ",
+        "- toolchain: rustc ",
+        "- load average",
+        "- command: ",
+        "## How each benchmark is configured",
+    ] {
+        assert!(stdout.contains(header), "{header:?} missing:\n{stdout}");
+    }
 }

@@ -24,6 +24,8 @@ const GUESTS: &[(&str, &str)] = &[
     ("echo", "ECHO"),
     ("echo-v01", "ECHO_V01"),
     ("api-probe", "API_PROBE"),
+    ("event-log", "EVENT_LOG"),
+    ("parse-pod", "PARSE_POD"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
     ("fixture-extra-import", "FIXTURE_EXTRA_IMPORT"),

@@ -2,8 +2,9 @@
 //!
 //! Job: declare the subcommands and flags (clap derive) so that `main` only
 //! dispatches. `run --config DIR [--sim] [--context C] [--duration SECS]
-//! [--report FILE] [--dry-run]`, `sim --listen ADDR --kubeconfig-out FILE`,
-//! `check FILE.wasm|MANIFEST.toml`, and `rbac --config DIR`.
+//! [--report FILE] [--dry-run] [--identity NAME]`, `sim --listen ADDR
+//! --kubeconfig-out FILE`, `check FILE.wasm|MANIFEST.toml`, and
+//! `rbac --config DIR`.
 //!
 //! Invariant: flag names and meanings are a public contract; they change only
 //! with a note in the changelog.
@@ -107,6 +108,10 @@ pub struct RunArgs {
     /// (`always`), or never (`never`).
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub status: StatusMode,
+    /// This replica's identity in leader election and sharding (default: the
+    /// POD_NAME environment variable, else the host name and process id).
+    #[arg(long, value_name = "NAME")]
+    pub identity: Option<String>,
 }
 
 /// When to draw the terminal status table.
@@ -168,6 +173,8 @@ mod tests {
             "r.json",
             "--context",
             "kind",
+            "--identity",
+            "web-0",
         ])
         .unwrap();
         let Command::Run(a) = cli.command else {
@@ -179,6 +186,7 @@ mod tests {
         assert_eq!(a.report, Some(PathBuf::from("r.json")));
         assert_eq!(a.context.as_deref(), Some("kind"));
         assert_eq!(a.status, StatusMode::Auto);
+        assert_eq!(a.identity.as_deref(), Some("web-0"));
     }
 
     #[test]

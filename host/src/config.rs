@@ -414,6 +414,8 @@ pub struct HostSettings {
     pub shutdown_grace_ms: u64,
     /// Embedded simulator settings.
     pub sim: SimSettings,
+    /// How replicas share the work (`[cluster]`).
+    pub cluster: ClusterSettings,
 }
 
 impl Default for HostSettings {
@@ -428,6 +430,7 @@ impl Default for HostSettings {
             indexers: BTreeMap::new(),
             shutdown_grace_ms: 10_000,
             sim: SimSettings::default(),
+            cluster: ClusterSettings::default(),
         }
     }
 }
@@ -462,6 +465,7 @@ struct RawHost {
     transform: Option<RawTransform>,
     indexers: Option<RawIndexers>,
     sim: Option<RawSim>,
+    cluster: Option<RawCluster>,
 }
 
 impl HostSettings {
@@ -575,9 +579,203 @@ impl HostSettings {
                 churn_per_second: churn,
             };
         }
+        if let Some(c) = raw.cluster {
+            out.cluster = c.validate(&src)?;
+        }
         Ok(out)
     }
 }
+
+/// How replicas of the host divide the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterMode {
+    /// One replica does everything (the default).
+    #[default]
+    None,
+    /// One leader delivers to plugins; the others are warm standbys.
+    Leader,
+    /// Each replica delivers the keys its share of a hash ring owns.
+    Sharded,
+}
+
+impl ClusterMode {
+    /// As written in host.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterMode::None => "none",
+            ClusterMode::Leader => "leader",
+            ClusterMode::Sharded => "sharded",
+        }
+    }
+}
+
+/// The `[cluster]` table: leader election or sharding on Leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `none`, `leader` or `sharded`.
+    pub mode: ClusterMode,
+    /// Namespace of the Leases; default: `POD_NAMESPACE`, else `default`.
+    pub namespace: Option<String>,
+    /// Leader mode: the election's Lease.
+    pub lease_name: String,
+    /// Sharded mode: the ring's name (a label value on every member's Lease).
+    pub ring: String,
+    /// client-go's LeaseDuration, ms.
+    pub lease_duration_ms: u64,
+    /// client-go's RenewDeadline, ms.
+    pub renew_deadline_ms: u64,
+    /// client-go's RetryPeriod, ms.
+    pub retry_period_ms: u64,
+    /// Taken off the fence's deadline against clock-rate differences, ms.
+    pub clock_skew_margin_ms: u64,
+    /// Sharded mode: virtual nodes per member on the hash ring.
+    pub virtual_nodes: u32,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        Self {
+            mode: ClusterMode::None,
+            namespace: None,
+            lease_name: "wasm-informer".into(),
+            ring: "wasm-informer".into(),
+            lease_duration_ms: 15_000,
+            renew_deadline_ms: 10_000,
+            retry_period_ms: 2_000,
+            clock_skew_margin_ms: 1_000,
+            virtual_nodes: 100,
+        }
+    }
+}
+
+impl ClusterSettings {
+    /// The durations, as the lease code takes them.
+    pub fn timing(&self) -> crate::cluster::lease::Timing {
+        use std::time::Duration;
+        crate::cluster::lease::Timing {
+            lease_duration: Duration::from_millis(self.lease_duration_ms),
+            renew_deadline: Duration::from_millis(self.renew_deadline_ms),
+            retry_period: Duration::from_millis(self.retry_period_ms),
+            skew_margin: Duration::from_millis(self.clock_skew_margin_ms),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    mode: Option<ClusterMode>,
+    namespace: Option<Spanned<String>>,
+    lease_name: Option<Spanned<String>>,
+    ring: Option<Spanned<String>>,
+    lease_duration_ms: Option<Spanned<u64>>,
+    renew_deadline_ms: Option<Spanned<u64>>,
+    retry_period_ms: Option<Spanned<u64>>,
+    clock_skew_margin_ms: Option<Spanned<u64>>,
+    virtual_nodes: Option<Spanned<u32>>,
+}
+
+/// Checks a Lease name (an RFC 1123 subdomain).
+fn check_lease_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| check_namespace(part).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid name {name:?}: must be an RFC 1123 subdomain (lower-case letters, digits, '-' and '.')"
+        ))
+    }
+}
+
+impl RawCluster {
+    fn validate(self, src: &Source<'_>) -> Result<ClusterSettings, ConfigError> {
+        let d = ClusterSettings::default();
+        let mut out = ClusterSettings {
+            mode: self.mode.unwrap_or_default(),
+            ..d.clone()
+        };
+        if let Some(ns) = &self.namespace {
+            check_namespace(ns.get_ref())
+                .map_err(|e| ConfigError::at(src, ns.span(), "cluster.namespace", e))?;
+            out.namespace = Some(ns.get_ref().clone());
+        }
+        if let Some(n) = &self.lease_name {
+            check_lease_name(n.get_ref())
+                .map_err(|e| ConfigError::at(src, n.span(), "cluster.lease_name", e))?;
+            out.lease_name = n.get_ref().clone();
+        }
+        if let Some(r) = &self.ring {
+            // A label value: at most 63, alphanumeric at both ends.
+            let v = r.get_ref();
+            let ok = !v.is_empty()
+                && v.len() <= 63
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && v.ends_with(|c: char| c.is_ascii_alphanumeric());
+            if !ok {
+                return Err(ConfigError::at(
+                    src,
+                    r.span(),
+                    "cluster.ring",
+                    format!("invalid ring name {v:?}: must be a label value (1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"),
+                ));
+            }
+            out.ring = v.clone();
+        }
+        let ms = |v: &Option<Spanned<u64>>, dflt: u64| v.as_ref().map_or(dflt, |s| *s.get_ref());
+        out.lease_duration_ms = ms(&self.lease_duration_ms, d.lease_duration_ms);
+        out.renew_deadline_ms = ms(&self.renew_deadline_ms, d.renew_deadline_ms);
+        out.retry_period_ms = ms(&self.retry_period_ms, d.retry_period_ms);
+        out.clock_skew_margin_ms = ms(&self.clock_skew_margin_ms, d.clock_skew_margin_ms);
+        if let Some(v) = &self.virtual_nodes {
+            if !(1..=1000).contains(v.get_ref()) {
+                return Err(ConfigError::at(
+                    src,
+                    v.span(),
+                    "cluster.virtual_nodes",
+                    format!(
+                        "{} is out of range: must be between 1 and 1000",
+                        v.get_ref()
+                    ),
+                ));
+            }
+            out.virtual_nodes = *v.get_ref();
+        }
+        if let Err(reason) = out.timing().validate() {
+            // Point at the first key the message names that the file sets.
+            let keys = [
+                ("lease_duration_ms", &self.lease_duration_ms),
+                ("renew_deadline_ms", &self.renew_deadline_ms),
+                ("retry_period_ms", &self.retry_period_ms),
+                ("clock_skew_margin_ms", &self.clock_skew_margin_ms),
+            ];
+            let at = keys
+                .iter()
+                .filter(|(k, v)| v.is_some() && reason.contains(k))
+                .min_by_key(|(k, _)| reason.find(k))
+                .or_else(|| keys.iter().find(|(_, v)| v.is_some()));
+            let key = at.map_or("cluster", |(k, _)| k);
+            return Err(match at.and_then(|(_, v)| v.as_ref()) {
+                Some(v) => ConfigError::at(
+                    src,
+                    v.span(),
+                    &format!("cluster.{key}"),
+                    format!("{reason} (client-go's rule: lease duration > renew deadline > 1.2 x retry period)"),
+                ),
+                None => ConfigError::whole_file(src.path, reason),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The key of a manifest's `[config]` the host fills in (the replica's
+/// identity and shard); a manifest may not set it.
+pub const RESERVED_CONFIG_KEY: &str = "wasm-informer";
 
 /// Checks an index field path: dot-separated, non-empty segments.
 fn check_field_path(path: &str) -> Result<(), String> {
@@ -925,6 +1123,22 @@ impl PluginManifest {
             resync_seconds: raw.resync_seconds,
         }
         .apply(&src, "", defaults)?;
+        if raw
+            .config
+            .as_ref()
+            .is_some_and(|t| t.contains_key(RESERVED_CONFIG_KEY))
+        {
+            let at = text
+                .find(&format!("\"{RESERVED_CONFIG_KEY}\""))
+                .or_else(|| text.find(RESERVED_CONFIG_KEY))
+                .unwrap_or(0);
+            return Err(ConfigError::at(
+                &src,
+                at..at,
+                &format!("config.{RESERVED_CONFIG_KEY}"),
+                "reserved: the host puts the replica's identity and shard there",
+            ));
+        }
         let config_json = match raw.config {
             Some(t) => serde_json::to_string(&t).map_err(|e| {
                 ConfigError::whole_file(
@@ -1144,6 +1358,69 @@ mod tests {
         );
         assert_eq!(normalize(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
         assert_eq!(normalize(Path::new("../x")), PathBuf::from("../x"));
+    }
+
+    #[test]
+    fn cluster_table_is_validated_as_client_go_validates_leader_election() {
+        let path = Path::new("/cfg/host.toml");
+        let ok = HostSettings::parse(
+            path,
+            "[cluster]\nmode = \"sharded\"\nring = \"shop\"\nlease_duration_ms = 3000\nrenew_deadline_ms = 2000\nretry_period_ms = 500\nclock_skew_margin_ms = 500\nvirtual_nodes = 64\n",
+        )
+        .unwrap();
+        assert_eq!(ok.cluster.mode, ClusterMode::Sharded);
+        assert_eq!(ok.cluster.ring, "shop");
+        assert_eq!(ok.cluster.virtual_nodes, 64);
+        assert_eq!(
+            HostSettings::parse(path, "").unwrap().cluster,
+            ClusterSettings::default()
+        );
+
+        let e = HostSettings::parse(
+            path,
+            "[cluster]\nmode = \"leader\"\nlease_duration_ms = 10000\nrenew_deadline_ms = 10000\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.position, Some((3, 21)), "{e}");
+        assert_eq!(e.key.as_deref(), Some("cluster.lease_duration_ms"), "{e}");
+        assert!(e.to_string().starts_with("/cfg/host.toml:3:21: key `cluster.lease_duration_ms`: lease_duration_ms (10000) must be greater than renew_deadline_ms (10000)"), "{e}");
+
+        let e = HostSettings::parse(path, "[cluster]\nretry_period_ms = 9000\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("cluster.retry_period_ms"), "{e}");
+        assert!(e.reason.contains("1.2 x retry_period_ms"), "{e}");
+
+        let e = HostSettings::parse(path, "[cluster]\nclock_skew_margin_ms = 6000\n").unwrap_err();
+        assert_eq!(
+            e.key.as_deref(),
+            Some("cluster.clock_skew_margin_ms"),
+            "{e}"
+        );
+
+        let e = HostSettings::parse(path, "[cluster]\nmode = \"primary\"\n").unwrap_err();
+        assert_eq!(e.position.map(|p| p.0), Some(2), "{e}");
+        assert!(e.reason.contains("unknown variant"), "{e}");
+
+        let e = HostSettings::parse(path, "[cluster]\nring = \"-bad\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("cluster.ring"), "{e}");
+        let e = HostSettings::parse(path, "[cluster]\nlease_name = \"Bad_Name\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("cluster.lease_name"), "{e}");
+        let e = HostSettings::parse(path, "[cluster]\nvirtual_nodes = 0\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("cluster.virtual_nodes"), "{e}");
+        let e = HostSettings::parse(path, "[cluster]\nleader = true\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("leader"), "{e}");
+        assert!(e.reason.starts_with("unknown key"), "{e}");
+    }
+
+    #[test]
+    fn a_manifest_may_not_set_the_reserved_config_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"").unwrap();
+        let path = dir.path().join("p.toml");
+        let text = "name = \"p\"\nwasm = \"p.wasm\"\nresources = [\"v1/pods\"]\n\n[config.\"wasm-informer\"]\nidentity = \"me\"\n";
+        let e = PluginManifest::parse(&path, text, &Limits::default()).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("config.wasm-informer"), "{e}");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
     }
 
     #[test]

@@ -15,22 +15,33 @@
 //!   keeps running, and the error names the file and the reason.
 //! - Switch-over has no gap: the new version is subscribed (replay, then live)
 //!   before the old one is drained and removed.
+//! - One reconcile applies independent actions concurrently, at most
+//!   [`MAX_CONCURRENT_LOADS`] at a time: removals first (a name they free may be
+//!   taken in the same pass), then every add and change. Each plugin has at most
+//!   one action per pass, so its versions still switch over one at a time and
+//!   all or nothing; plugins of one component share its compilation.
+//! - Ready (`/readyz`) means: the config directory has been loaded, every
+//!   informer has synced, every plugin version has had its replay, and no file
+//!   was rejected.
 //! - An informer runs exactly while a plugin subscribes to or reads its resource,
 //!   or host.toml pre-warms it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use parking_lot::Mutex;
 
+use crate::components::{ComponentError, PassComponents};
 use crate::config::{ConfigDir, ConfigError, PluginManifest};
 use crate::drain::{Drain, DrainGate};
 use crate::kube_api::KubeApi;
-use crate::metrics::Observe;
+use crate::metrics::{Observe, PluginLatency};
 use crate::reload::{scan, FileHasher, ReloadAction, ReloadState};
-use crate::report::{InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
+use crate::report::{ApiReport, InformerReport, LatencyUs, PluginReport, ReloadEvent, Report};
 use kube_informer::cache_view::CacheView;
 use kube_informer::indexer::IndexSpec;
 use kube_informer::latency::{LatencyHistogram, TimedHandler};
@@ -46,16 +57,11 @@ use wasm_informer_runtime::{
     PluginStatus,
 };
 
-/// The hostname and the process id, so that processes on one machine differ.
-fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}-{}", std::process::id())
-}
+/// Most adds and changes one reconcile applies at once. Each compiles (once
+/// per distinct component), instantiates and subscribes off the async workers;
+/// the bound keeps a fleet of heavy (JavaScript, Python) components from
+/// instantiating all at once.
+pub const MAX_CONCURRENT_LOADS: usize = 16;
 
 /// One subscription of a plugin version: a runner behind a listener.
 struct Part {
@@ -88,6 +94,8 @@ fn listener_sum(parts: &[Part]) -> ListenerStatsSnapshot {
         s.replayed += x.replayed;
         s.queue_depth += x.queue_depth;
         s.max_depth = s.max_depth.max(x.max_depth);
+        s.pending_syncs += x.pending_syncs;
+        s.resync_overruns += x.resync_overruns;
     }
     s
 }
@@ -113,12 +121,20 @@ impl Slot {
             replayed: c.replayed + l.replayed,
             quarantines: c.quarantines + st.quarantines,
             queue_depth: l.queue_depth,
+            resync_overruns: c.resync_overruns + l.resync_overruns,
+            resync_behind: l.resync_overruns > 0 && l.pending_syncs > 0,
             versions: self.versions,
             version_events: st.returned,
             digest: self.digest.clone(),
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),
+            api: c.api.plus(&ApiReport {
+                requests: st.api.requests,
+                denied: st.api.denied,
+                dry_run: st.api.dry_run,
+                by_verb: st.api.by_verb.clone(),
+            }),
             ..Default::default()
         };
         r.delivered.added = c.delivered.added + st.delivered.added;
@@ -181,6 +197,9 @@ pub struct HostOptions {
     /// The host's identity, reported as the `reportingInstance` of Events
     /// (default: the hostname and the process id).
     pub identity: Option<String>,
+    /// Leader election or sharding: plugins receive only the keys this
+    /// replica delivers, and their `init` config says who they are.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// The running host.
@@ -202,6 +221,8 @@ pub struct Host {
     /// still draining too.
     grants: Mutex<BTreeMap<String, Grants>>,
     identity: String,
+    /// The config directory has been read and applied once.
+    loaded: AtomicBool,
 }
 
 impl std::fmt::Debug for Host {
@@ -252,8 +273,11 @@ impl Host {
             },
             ..InformerConfig::default()
         };
-        let api: Arc<dyn ClusterApi> =
-            KubeApi::new(client.clone(), tokio::runtime::Handle::current());
+        let api: Arc<dyn ClusterApi> = KubeApi::fenced(
+            client.clone(),
+            tokio::runtime::Handle::current(),
+            options.cluster.as_ref().map(|c| c.fence().clone()),
+        );
         let registry = InformerRegistry::new(client, informer_config);
         for (resource, indexes) in &config.host.indexers {
             for ix in indexes {
@@ -286,10 +310,14 @@ impl Host {
             _prewarm: Mutex::new(prewarm),
             watch: Mutex::new(None),
             reload_task: Mutex::new(None),
-            identity: options.identity.clone().unwrap_or_else(default_identity),
+            identity: options
+                .identity
+                .clone()
+                .unwrap_or_else(|| crate::cluster::resolve_identity(None)),
             options,
             api,
             grants: Mutex::new(BTreeMap::new()),
+            loaded: AtomicBool::new(false),
         }))
     }
 
@@ -335,12 +363,26 @@ impl Host {
             .lock()
             .failures
             .retain(|f, _| scanned.contains_key(f));
+        let actions = state.plan(&scanned);
+        let running = state.running();
+        let (removes, loads): (Vec<_>, Vec<_>) = actions
+            .into_iter()
+            .partition(|a| matches!(a, ReloadAction::Remove { .. }));
+        let components = PassComponents::default();
         let mut done = Vec::new();
-        for action in state.plan(&scanned) {
-            let ev = self.apply_action(state, action).await;
-            self.shared.lock().events.push(ev.clone());
-            done.push(ev);
+        {
+            let state = Mutex::new(&mut *state);
+            for phase in [removes, loads] {
+                let events: Vec<ReloadEvent> = futures::stream::iter(phase)
+                    .map(|a| self.apply_action(&state, &running, &components, a))
+                    .buffered(MAX_CONCURRENT_LOADS)
+                    .collect()
+                    .await;
+                self.shared.lock().events.extend(events.iter().cloned());
+                done.extend(events);
+            }
         }
+        self.loaded.store(true, Ordering::Release);
         if !done.is_empty() {
             let dirs = state.component_dirs();
             if let Some(w) = self.watch.lock().as_mut() {
@@ -366,9 +408,14 @@ impl Host {
         }
     }
 
+    /// Applies one action. `state` is locked only to record the outcome, so
+    /// actions for different plugins run concurrently; `running` is what ran
+    /// when the pass was planned.
     async fn apply_action(
         self: &Arc<Self>,
-        state: &mut ReloadState,
+        state: &Mutex<&mut ReloadState>,
+        running: &BTreeMap<PathBuf, String>,
+        components: &PassComponents,
         action: ReloadAction,
     ) -> ReloadEvent {
         match action {
@@ -378,9 +425,9 @@ impl Host {
             } => {
                 let file = manifest.file.clone();
                 let name = manifest.name.clone();
-                match self.load(&manifest, None).await {
+                match self.load(&manifest, None, components).await {
                     Ok(slot) => {
-                        state.commit_running(&manifest, fingerprint);
+                        state.lock().commit_running(&manifest, fingerprint);
                         let mut sh = self.shared.lock();
                         sh.failures.remove(&file);
                         sh.gone.remove(&name);
@@ -391,7 +438,7 @@ impl Host {
                         self.event("added", Some(&name), &file, None)
                     }
                     Err(msg) => {
-                        state.commit_rejected(&file, fingerprint);
+                        state.lock().commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "plugin not loaded: {msg}");
                         self.rejected(&file, Some(&name), msg)
                     }
@@ -413,11 +460,11 @@ impl Host {
                     None => None,
                 };
                 match self
-                    .load(&manifest, previous.filter(|_| old_name == name))
+                    .load(&manifest, previous.filter(|_| old_name == name), components)
                     .await
                 {
                     Ok(slot) => {
-                        state.commit_running(&manifest, fingerprint);
+                        state.lock().commit_running(&manifest, fingerprint);
                         {
                             let mut sh = self.shared.lock();
                             sh.failures.remove(&file);
@@ -442,7 +489,7 @@ impl Host {
                         self.event("changed", Some(&name), &file, None)
                     }
                     Err(msg) => {
-                        state.commit_rejected(&file, fingerprint);
+                        state.lock().commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "reload rejected, previous version keeps running: {msg}");
                         self.rejected(&file, Some(&name), msg)
                     }
@@ -461,7 +508,7 @@ impl Host {
                     r.state = "removed".into();
                     self.shared.lock().gone.insert(name.clone(), r);
                 }
-                state.commit_removed(&file);
+                state.lock().commit_removed(&file);
                 self.shared.lock().failures.remove(&file);
                 self.refresh_informers();
                 tracing::info!(plugin = %name, file = %file.display(), "plugin removed");
@@ -472,9 +519,9 @@ impl Host {
                 fingerprint,
                 error,
             } => {
-                state.commit_rejected(&file, fingerprint);
+                state.lock().commit_rejected(&file, fingerprint);
                 let msg = error.to_string();
-                let running = state.running().get(&file).cloned();
+                let running = running.get(&file).cloned();
                 match &running {
                     Some(n) => {
                         tracing::error!(plugin = %n, "config rejected, previous version keeps running: {msg}")
@@ -516,10 +563,15 @@ impl Host {
         self: &Arc<Self>,
         manifest: &PluginManifest,
         previous: Option<(PluginReport, u64, Arc<LatencyHistogram>)>,
+        components: &PassComponents,
     ) -> Result<Slot, String> {
+        let config_json = match &self.options.cluster {
+            Some(c) => c.plugin_config(&manifest.config_json),
+            None => manifest.config_json.clone(),
+        };
         let spec = PluginSpec {
             name: manifest.name.clone(),
-            config_json: manifest.config_json.clone(),
+            config_json,
             read: manifest.readable(),
             limits: PluginLimits {
                 fuel_per_event: manifest.limits.fuel_per_event,
@@ -529,12 +581,11 @@ impl Host {
             },
             kube: manifest.kube.clone(),
         };
-        let engine = self.engine.clone();
-        let wasm = manifest.wasm.clone();
         let started = Instant::now();
+        let wasm = manifest.wasm.display();
         // An OCI reference is resolved (a tag to a digest) once per load.
         let mut digest = None;
-        let bytes = match &manifest.oci {
+        let component = match &manifest.oci {
             Some(r) => {
                 let store = crate::oci::store::Store::new(&self.oci_cache_dir());
                 let pulled = crate::oci::pull::pull(r, &store).await.map_err(|e| {
@@ -546,17 +597,33 @@ impl Host {
                 })?;
                 tracing::info!(plugin = %manifest.name, reference = %r, digest = %pulled.digest, cached = pulled.from_cache, "component pulled");
                 digest = Some(pulled.digest);
-                Some(pulled.bytes)
+                components
+                    .get_bytes(&self.engine, pulled.bytes.into())
+                    .await
             }
-            None => None,
-        };
-        let loaded: Arc<LoadedPlugin> = tokio::task::spawn_blocking(move || match bytes {
-            Some(b) => LoadedPlugin::from_bytes(&engine, spec, &b),
-            None => LoadedPlugin::from_file(&engine, spec, &wasm),
+            None => components.get(&self.engine, &manifest.wasm).await,
+        }
+        .map_err(|e| {
+            one_line(&match e {
+                ComponentError::Read(why) => {
+                    format!(
+                        "{wasm}: plugin {}: cannot read {wasm}: {why}",
+                        manifest.name
+                    )
+                }
+                ComponentError::Compile(detail) => format!(
+                    "{wasm}: plugin {}: cannot compile component: {detail}",
+                    manifest.name
+                ),
+            })
+        })?;
+        let engine = self.engine.clone();
+        let loaded: Arc<LoadedPlugin> = tokio::task::spawn_blocking(move || {
+            LoadedPlugin::from_component(&engine, spec, &component)
         })
         .await
-        .map_err(|e| format!("{}: compile task failed: {e}", manifest.wasm.display()))?
-        .map_err(|e| one_line(&format!("{}: {e}", manifest.wasm.display())))?;
+        .map_err(|e| format!("{wasm}: link task failed: {e}"))?
+        .map_err(|e| one_line(&format!("{wasm}: {e}")))?;
         tracing::debug!(plugin = %manifest.name, ms = started.elapsed().as_millis() as u64, "component compiled");
 
         let mut read_leases = Vec::new();
@@ -615,6 +682,12 @@ impl Host {
             )
             .await
             .map_err(|e| restore(one_line(&format!("{}: {e}", manifest.wasm.display()))))?;
+            // Sharding needs the resource's kind before the listener's first
+            // snapshot; the lease keeps the informer up until it subscribes.
+            let _kind = match &self.options.cluster {
+                Some(c) => c.learn_resource(&self.registry, &r.value).await,
+                None => None,
+            };
             let drain = Drain::new();
             let handler = TimedHandler::new(DrainGate::new(runner, drain.clone()), latency.clone());
             let lc = HandlerOptions {
@@ -624,6 +697,7 @@ impl Host {
                     .then(|| Duration::from_secs(manifest.limits.resync_seconds)),
                 namespace: manifest.namespace.clone(),
                 label_selector: manifest.label_selector.clone(),
+                ownership: self.options.cluster.as_ref().map(|c| c.ownership().clone()),
             };
             let handle = self
                 .registry
@@ -713,6 +787,8 @@ impl Host {
                     lists: s.lists,
                     watch_restarts: s.watch_restarts,
                     relists_410: s.relists_410,
+                    relists_too_large: s.reflector.relists_too_large,
+                    relists_rv_regressed: s.reflector.relists_rv_regressed,
                     synced: s.has_synced,
                     running: true,
                 },
@@ -829,19 +905,82 @@ impl Observe for Host {
             simulator_objects: BTreeMap::new(),
             reloads: sh.events.clone(),
             config_errors: sh.failures.values().map(|f| f.message.clone()).collect(),
+            cluster: self.options.cluster.as_ref().map(|c| c.report()),
         }
     }
 
     fn not_ready(&self) -> Vec<String> {
         let mut reasons = Vec::new();
+        if !self.loaded.load(Ordering::Acquire) {
+            reasons.push(format!(
+                "the config directory {} has not been loaded yet",
+                self.config.dir.display()
+            ));
+        }
         for (id, s) in self.registry.stats() {
             if !s.has_synced {
                 reasons.push(format!("informer {id} has not synced"));
             }
         }
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        for (name, slot) in slots {
+            // A slot locked by a reload or a stop is judged by the reload.
+            let Ok(slot) = slot.try_lock() else { continue };
+            for (part, r) in slot.parts.iter().zip(&slot.manifest.resources) {
+                if part.handle.as_ref().is_some_and(|h| !h.has_synced()) {
+                    reasons.push(format!(
+                        "plugin {name} has not had its replay of {} yet",
+                        r.value
+                    ));
+                }
+            }
+        }
         for f in self.shared.lock().failures.values() {
             reasons.push(format!("plugin failed to load: {}", f.message));
         }
+        if let Some(c) = &self.options.cluster {
+            reasons.extend(c.not_ready());
+        }
         reasons
+    }
+
+    fn cluster_lines(&self) -> Vec<String> {
+        self.options
+            .cluster
+            .as_ref()
+            .map(|c| c.status_lines())
+            .unwrap_or_default()
+    }
+
+    fn cluster_json(&self, with_keys: bool) -> Option<serde_json::Value> {
+        let c = self.options.cluster.as_ref()?;
+        let mut v = serde_json::to_value(c.report()).ok()?;
+        if with_keys {
+            v["owned_keys"] = serde_json::to_value(c.owned_keys()).ok()?;
+        }
+        Some(v)
+    }
+
+    fn plugin_latency(&self) -> Vec<(String, PluginLatency)> {
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
+            .shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        slots
+            .into_iter()
+            .filter_map(|(name, slot)| {
+                let slot = slot.try_lock().ok()?;
+                Some((name, PluginLatency::of(&slot.latency)))
+            })
+            .collect()
     }
 }

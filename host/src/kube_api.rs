@@ -9,8 +9,12 @@
 //!
 //! Invariants: every request this sends was checked by the runtime against the
 //! calling plugin's grants (this type is only reachable through the
-//! capability); a call returns by its deadline; a resource's scope and path
-//! come from the built-in table or discovery, once per resource.
+//! capability); in leader or sharded mode it is sent only while the
+//! replica's fence is open, with a deadline no later than the fence's, so no
+//! write of a replica that lost its lease can reach the server after another
+//! replica could have taken over (I10); a call returns by its deadline; a
+//! resource's scope and path come from the built-in table or discovery, once
+//! per resource.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +25,8 @@ use kube::client::Body;
 use kube_informer::reflector::read_all;
 use kube_informer::resource::{encode_query_value, ResourceSpec};
 use parking_lot::Mutex;
+
+use crate::cluster::fence::Fence;
 use wasm_informer_runtime::capability::api::{
     ApiRequest, ApiResponse, ClusterApi, Transport, Verb,
 };
@@ -33,6 +39,7 @@ pub struct KubeApi {
     client: kube::Client,
     rt: tokio::runtime::Handle,
     specs: Mutex<HashMap<String, ResourceSpec>>,
+    fence: Option<Arc<Fence>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -44,10 +51,20 @@ impl std::fmt::Debug for KubeApi {
 impl KubeApi {
     /// Calls through `client`, with requests run on `rt`.
     pub fn new(client: kube::Client, rt: tokio::runtime::Handle) -> Arc<Self> {
+        Self::fenced(client, rt, None)
+    }
+
+    /// Calls that are sent only while `fence` is open (leader or sharded mode).
+    pub fn fenced(
+        client: kube::Client,
+        rt: tokio::runtime::Handle,
+        fence: Option<Arc<Fence>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             client,
             rt,
             specs: Mutex::new(HashMap::new()),
+            fence,
         })
     }
 
@@ -163,6 +180,16 @@ fn delete_body(r: &ApiRequest) -> String {
 
 impl ClusterApi for KubeApi {
     fn call(&self, request: &ApiRequest, deadline: Instant) -> Result<ApiResponse, Transport> {
+        let mut deadline = deadline;
+        if let Some(fence) = &self.fence {
+            // A request never outlives the lease it is sent under.
+            if let Some(closes) = fence.deadline() {
+                deadline = deadline.min(closes);
+            }
+            fence
+                .check(deadline.saturating_duration_since(Instant::now()))
+                .map_err(|e| Transport::Failed(format!("not sent: {e}")))?;
+        }
         let at = tokio::time::Instant::from_std(deadline);
         self.rt
             .block_on(async { tokio::time::timeout_at(at, self.send(request)).await })

@@ -15,7 +15,11 @@ pub mod config;
 pub mod host;
 pub mod kube_api;
 pub mod reload;
+pub mod components;
 pub mod drain;
+
+// Replicas: leader election and sharding on Leases.
+pub mod cluster;
 
 // What the host reports.
 pub mod report;

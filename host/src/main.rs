@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use clap::Parser;
 use wasm_informer::cli::{CheckArgs, Cli, Command, RbacArgs, RunArgs, SimArgs, StatusMode};
+use wasm_informer::cluster::{resolve_identity, Cluster};
 use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::{MetricsServer, Observe};
 use wasm_informer::sim::EmbeddedSim;
-use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine};
+use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine, PluginLimits};
 
 fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -90,7 +91,7 @@ async fn termination() -> &'static str {
     }
 }
 
-async fn kube_client(context: Option<&str>) -> Result<kube::Client, Failure> {
+async fn kube_client(context: Option<&str>, identity: &str) -> Result<kube::Client, Failure> {
     let mut config = match context {
         Some(ctx) => {
             let opts = kube::config::KubeConfigOptions {
@@ -109,6 +110,12 @@ async fn kube_client(context: Option<&str>) -> Result<kube::Client, Failure> {
     };
     // The Reflector retries with its own backoff and honours Retry-After.
     config.default_retry = false;
+    // The API server's audit log (and the simulator's request log) can tell
+    // replicas apart by their user agent.
+    let agent = format!("wasm-informer/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(v) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, v));
+    }
     kube::Client::try_from(config)
         .map_err(|e| Failure::config(format!("cannot build a Kubernetes client: {e}")))
 }
@@ -146,6 +153,7 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(addr) = args.metrics_addr {
         config.host.metrics_addr = addr;
     }
+    let identity = resolve_identity(args.identity.as_deref());
     let mut sim = None;
     let client = if args.sim {
         let path = args
@@ -171,11 +179,14 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         sim = Some(s);
         c
     } else {
-        kube_client(args.context.as_deref()).await?
+        kube_client(args.context.as_deref(), &identity).await?
     };
 
+    let cluster = Cluster::new(&config.host.cluster, identity.clone(), client.clone());
     let options = HostOptions {
+        cluster: cluster.clone(),
         dry_run: args.dry_run,
+        identity: Some(identity),
         ..HostOptions::default()
     };
     if args.dry_run {
@@ -202,6 +213,14 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         host.plugin_names().len(),
         host.plugin_names().join(", ")
     );
+    if let Some(c) = &cluster {
+        c.start(host.registry());
+        eprintln!(
+            "wasm-informer: {} mode as {}; plugins receive events once this replica leads or holds its shard",
+            c.mode().as_str(),
+            c.identity()
+        );
+    }
 
     let show_status = match args.status {
         StatusMode::Always => true,
@@ -239,7 +258,15 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         }
         sim_counts = s.object_counts();
     }
+    // Fence shut and delivery stopped first; the lease is given up only after
+    // the plugins drained, so that no other replica acts while one still does.
+    if let Some(c) = &cluster {
+        c.stop_delivery().await;
+    }
     let mut report = host.shutdown().await;
+    if let Some(c) = &cluster {
+        c.release().await;
+    }
     report.simulator_objects = sim_counts;
     metrics.stop().await;
     if let Some(path) = &args.report {
@@ -290,8 +317,16 @@ async fn sim(args: SimArgs) -> Result<(), Failure> {
 /// The component a manifest names, after validating the whole manifest, and
 /// the compilation cache of the config directory it lives in
 /// (`DIR/plugins/NAME.toml` → `DIR/host.toml`'s `cache_dir`), if any.
-fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failure> {
+fn wasm_of_manifest(
+    manifest: &Path,
+) -> Result<(PathBuf, Option<PathBuf>, Option<PluginLimits>), Failure> {
     let m = PluginManifest::load(manifest, &Default::default()).map_err(Failure::config)?;
+    let limits = PluginLimits {
+        fuel_per_event: m.limits.fuel_per_event,
+        timeout_ms: m.limits.timeout_ms,
+        memory_mb: m.limits.memory_mb,
+        ..PluginLimits::default()
+    };
     let host_toml = manifest
         .parent()
         .filter(|d| d.file_name().is_some_and(|n| n == "plugins"))
@@ -302,7 +337,7 @@ fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failu
         Some(f) => HostSettings::load(&f).map_err(Failure::config)?.cache_dir,
         None => None,
     };
-    Ok((m.wasm, cache_dir))
+    Ok((m.wasm, cache_dir, Some(limits)))
 }
 
 /// Validates a component and compiles it. The compiled code goes into the
@@ -310,19 +345,22 @@ fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>), Failu
 /// directory, into that directory's `cache_dir`: checking a new version before
 /// dropping it in makes the host's reload a cache hit instead of a compile.
 fn check(args: CheckArgs) -> Result<String, Failure> {
-    let (wasm, config_cache) = if args.file.extension().is_some_and(|e| e == "toml") {
+    let (wasm, config_cache, limits) = if args.file.extension().is_some_and(|e| e == "toml") {
         wasm_of_manifest(&args.file)?
     } else {
-        (args.file.clone(), None)
+        (args.file.clone(), None, None)
     };
     let engine = PluginEngine::new(EngineConfig {
         cache_dir: args.cache_dir.or(config_cache),
         ..EngineConfig::default()
     })
     .map_err(Failure::runtime)?;
-    check_file(&engine, &wasm)
-        .map(|r| r.to_string())
-        .map_err(Failure::config)
+    let report = check_file(&engine, &wasm).map_err(Failure::config)?;
+    // A manifest's memory cap must let the component start at all.
+    if let Some(l) = &limits {
+        report.check_limits(l).map_err(Failure::config)?;
+    }
+    Ok(report.to_string())
 }
 
 /// Prints the RBAC a config directory's plugins need.

@@ -5,9 +5,14 @@
 //! Prometheus text through prometheus-client (series per plugin and per informer),
 //! and answer health and readiness.
 //!
+//! Handler latency is the histogram `wasm_informer_plugin_handler_duration_seconds`
+//! (buckets from 1 µs to 16.8 s, ×4 apart), so that replicas can be aggregated
+//! with `histogram_quantile`; the report keeps its p50 and p99.
+//!
 //! Invariant: a scrape only reads snapshots (atomics and short locks); it never
-//! waits on a plugin or the dispatcher. Ready means every informer has synced and
-//! no plugin failed to load; `/readyz` lists the reasons when it is not.
+//! waits on a plugin or the dispatcher. Ready means the config directory has been
+//! loaded, every informer has synced, every plugin has had its replay and no file
+//! was rejected; `/readyz` lists the reasons when it is not.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,8 +22,9 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use kube_informer::latency::LatencyHistogram;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -40,12 +46,76 @@ pub const PLUGIN_STATES: [&str; 7] = [
     "failed",
 ];
 
+/// Upper bounds of the handler duration histogram, in microseconds: 1 µs to
+/// 16.8 s, a factor of 4 apart. Powers of two, so every bound is exact in
+/// the listener's log-bucketed histogram.
+pub const HANDLER_DURATION_BOUNDS_US: [u64; 13] = [
+    1,
+    4,
+    16,
+    64,
+    256,
+    1 << 10,
+    1 << 12,
+    1 << 14,
+    1 << 16,
+    1 << 18,
+    1 << 20,
+    1 << 22,
+    1 << 24,
+];
+
+/// One plugin's handler durations, folded into [`HANDLER_DURATION_BOUNDS_US`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PluginLatency {
+    /// (upper bound in seconds, durations in that bucket only), ending with
+    /// `+Inf`.
+    pub buckets: Vec<(f64, u64)>,
+    /// Durations recorded.
+    pub count: u64,
+    /// Their sum, in seconds.
+    pub sum_seconds: f64,
+}
+
+impl PluginLatency {
+    /// Reads `h` once.
+    pub fn of(h: &LatencyHistogram) -> Self {
+        let c = h.cumulative_us(&HANDLER_DURATION_BOUNDS_US);
+        let mut buckets = Vec::with_capacity(c.below.len() + 1);
+        let mut prev = 0;
+        for (bound, below) in HANDLER_DURATION_BOUNDS_US.iter().zip(&c.below) {
+            buckets.push((*bound as f64 / 1e6, below - prev));
+            prev = *below;
+        }
+        buckets.push((f64::INFINITY, c.count - prev));
+        Self {
+            buckets,
+            count: c.count,
+            sum_seconds: c.sum_us as f64 / 1e6,
+        }
+    }
+}
+
 /// What the endpoints read: the host's current state.
 pub trait Observe: Send + Sync + 'static {
     /// A snapshot of every plugin and informer.
     fn report(&self) -> Report;
     /// Why the host is not ready; empty when it is.
     fn not_ready(&self) -> Vec<String>;
+    /// Lines describing this replica's role and shard, for `/readyz`
+    /// (empty outside leader or sharded mode).
+    fn cluster_lines(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// This replica's role and shard as JSON for `/cluster` (with the keys
+    /// it delivers when asked), or `None` outside leader or sharded mode.
+    fn cluster_json(&self, _with_keys: bool) -> Option<serde_json::Value> {
+        None
+    }
+    /// Handler durations of every running plugin.
+    fn plugin_latency(&self) -> Vec<(String, PluginLatency)> {
+        Vec::new()
+    }
 }
 
 /// Renders a snapshot source as Prometheus metrics.
@@ -174,6 +244,42 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &per_plugin(&|p| p.versions as f64),
         )?;
+        let mut api = Vec::new();
+        for (n, p) in &plugins {
+            for (verb, codes) in &p.api.by_verb {
+                for (code, v) in codes {
+                    api.push((
+                        vec![
+                            ("plugin", n.as_str()),
+                            ("verb", verb.as_str()),
+                            ("code", code.as_str()),
+                        ],
+                        *v as f64,
+                    ));
+                }
+            }
+        }
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_requests",
+            "API requests a plugin made, by verb and outcome (HTTP status code, or timeout, unavailable, rate-limited).",
+            MetricType::Counter,
+            &api,
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_denied",
+            "API calls refused by the plugin's grants (nothing was sent).",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.denied as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_dry_run",
+            "API requests sent as dry runs.",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.dry_run as f64),
+        )?;
         let mut states = Vec::new();
         for (n, p) in &plugins {
             for s in PLUGIN_STATES {
@@ -190,19 +296,37 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &states,
         )?;
+        {
+            let latency = self.source.plugin_latency();
+            let mut me = enc.encode_descriptor(
+                "wasm_informer_plugin_handler_duration_seconds",
+                "Time of one handler call (all versions of the plugin).",
+                None,
+                MetricType::Histogram,
+            )?;
+            for (name, l) in &latency {
+                let labels: Labels<'_> = vec![("plugin", name.as_str())];
+                me.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
+                    l.sum_seconds,
+                    l.count,
+                    &l.buckets,
+                    None,
+                )?;
+            }
+        }
         family(
             &mut enc,
-            "wasm_informer_plugin_handler_latency_p50_seconds",
-            "Median time of one handler call (all versions of the plugin).",
-            MetricType::Gauge,
-            &per_plugin(&|p| p.latency_us.p50 as f64 / 1e6),
+            "wasm_informer_plugin_resync_overruns",
+            "Resyncs that came due while the previous one's syncs were still waiting behind real changes.",
+            MetricType::Counter,
+            &per_plugin(&|p| p.resync_overruns as f64),
         )?;
         family(
             &mut enc,
-            "wasm_informer_plugin_handler_latency_p99_seconds",
-            "99th percentile time of one handler call (all versions of the plugin).",
+            "wasm_informer_plugin_resync_behind",
+            "1 while the plugin is behind its resync period (syncs of an overrun resync still wait).",
             MetricType::Gauge,
-            &per_plugin(&|p| p.latency_us.p99 as f64 / 1e6),
+            &per_plugin(&|p| f64::from(u8::from(p.resync_behind))),
         )?;
 
         let informers: Vec<_> = r.informers.iter().collect();
@@ -255,6 +379,20 @@ impl Collector for ReportCollector {
             MetricType::Counter,
             &per_informer(&|i| i.relists_410 as f64),
         )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_relists_too_large",
+            "Relists because the server was behind our resourceVersion (504 Too large resource version).",
+            MetricType::Counter,
+            &per_informer(&|i| i.relists_too_large as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_relists_rv_regressed",
+            "Relists because a watch event was older than one already seen (the server's history went backwards).",
+            MetricType::Counter,
+            &per_informer(&|i| i.relists_rv_regressed as f64),
+        )?;
 
         let mut reloads = Vec::new();
         for action in ["added", "changed", "removed", "rejected"] {
@@ -275,10 +413,89 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &[(vec![], r.config_errors.len() as f64)],
         )?;
+        if let Some(c) = &r.cluster {
+            let leader = f64::from(u8::from(c.role == "leader"));
+            family(
+                &mut enc,
+                "wasm_informer_leader",
+                "1 while this replica holds the election lease (leader mode), or a ring lease (sharded mode).",
+                MetricType::Gauge,
+                &[(
+                    vec![("mode", c.mode.as_str()), ("identity", c.identity.as_str())],
+                    if c.mode == "sharded" {
+                        f64::from(u8::from(matches!(c.role.as_str(), "member" | "settling")))
+                    } else {
+                        leader
+                    },
+                )],
+            )?;
+            let shard_keys: Vec<(Labels<'_>, f64)> = c
+                .shard_keys
+                .iter()
+                .map(|(res, n)| (vec![("resource", res.as_str())], *n as f64))
+                .collect();
+            family(
+                &mut enc,
+                "wasm_informer_shard_keys",
+                "Cached keys this replica delivers to its plugins, per resource.",
+                MetricType::Gauge,
+                &shard_keys,
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_shard_owned_ratio",
+                "Share of the keys this replica delivers (0 to 1).",
+                MetricType::Gauge,
+                &[(vec![], c.owned_fraction)],
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_ring_members",
+                "Live members this replica sees (leader mode: the leader, if any).",
+                MetricType::Gauge,
+                &[(vec![], c.members.len() as f64)],
+            )?;
+            let members: Vec<(Labels<'_>, f64)> = c
+                .members
+                .iter()
+                .map(|m| (vec![("member", m.as_str())], 1.0))
+                .collect();
+            family(
+                &mut enc,
+                "wasm_informer_ring_member",
+                "1 for each live member this replica sees.",
+                MetricType::Gauge,
+                &members,
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_shard_handovers",
+                "Changes of what this replica delivers.",
+                MetricType::Counter,
+                &[(vec![], c.handovers as f64)],
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_shard_keys_moved",
+                "Cached keys gained (replayed) or released by this replica.",
+                MetricType::Counter,
+                &[
+                    (vec![("direction", "gained")], c.keys_gained as f64),
+                    (vec![("direction", "released")], c.keys_released as f64),
+                ],
+            )?;
+            family(
+                &mut enc,
+                "wasm_informer_fence_open",
+                "1 while writes from this replica may be sent.",
+                MetricType::Gauge,
+                &[(vec![], f64::from(u8::from(c.fence_open)))],
+            )?;
+        }
         family(
             &mut enc,
             "wasm_informer_ready",
-            "1 when every informer has synced and no plugin failed to load.",
+            "1 when the config is loaded, every informer has synced, every plugin has had its replay and no file was rejected.",
             MetricType::Gauge,
             &[(vec![], if not_ready.is_empty() { 1.0 } else { 0.0 })],
         )?;
@@ -359,7 +576,8 @@ async fn healthz() -> &'static str {
 
 async fn readyz(State(source): State<Arc<dyn Observe>>) -> impl IntoResponse {
     let reasons = source.not_ready();
-    if reasons.is_empty() {
+    let cluster = source.cluster_lines();
+    let (code, mut body) = if reasons.is_empty() {
         (StatusCode::OK, "ready\n".to_string())
     } else {
         let mut body = String::from("not ready:\n");
@@ -369,6 +587,33 @@ async fn readyz(State(source): State<Arc<dyn Observe>>) -> impl IntoResponse {
             body.push('\n');
         }
         (StatusCode::SERVICE_UNAVAILABLE, body)
+    };
+    for l in cluster {
+        body.push_str(&l);
+        body.push('\n');
+    }
+    (code, body)
+}
+
+/// `/cluster`: this replica's role and shard as JSON; `?keys=1` adds the
+/// cached keys it delivers now, by resource. 404 outside leader or sharded
+/// mode.
+async fn cluster(
+    State(source): State<Arc<dyn Observe>>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
+) -> impl IntoResponse {
+    let with_keys = q.is_some_and(|q| q.split('&').any(|p| p == "keys=1" || p == "keys=true"));
+    match tokio::task::spawn_blocking(move || source.cluster_json(with_keys)).await {
+        Ok(Some(v)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            v.to_string(),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "application/json")],
+            r#"{"error":"not running in leader or sharded mode"}"#.to_string(),
+        ),
     }
 }
 
@@ -378,6 +623,7 @@ pub fn router(source: Arc<dyn Observe>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/cluster", get(cluster))
         .with_state(source)
 }
 
@@ -439,6 +685,124 @@ mod tests {
         }
         fn not_ready(&self) -> Vec<String> {
             self.1.clone()
+        }
+    }
+
+    struct WithLatency(Vec<(String, PluginLatency)>);
+    impl Observe for WithLatency {
+        fn report(&self) -> Report {
+            let mut r = Report::default();
+            for (n, _) in &self.0 {
+                r.plugins.insert(n.clone(), PluginReport::default());
+            }
+            r
+        }
+        fn not_ready(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn plugin_latency(&self) -> Vec<(String, PluginLatency)> {
+            self.0.clone()
+        }
+    }
+
+    /// Item 6: handler latency is a Prometheus histogram whose buckets count
+    /// exactly the durations recorded (the oracle is the list of durations),
+    /// read back by a Prometheus text parser, and accepted by
+    /// `promtool check metrics` (required when CI=true).
+    #[test]
+    fn handler_durations_are_a_prometheus_histogram() {
+        let recorded: Vec<u64> = (0..2000u64).map(|i| (i * i * 37) % 3_000_000).collect();
+        let h = LatencyHistogram::default();
+        for v in &recorded {
+            h.record_us(*v);
+        }
+        let source = WithLatency(vec![
+            ("fast".into(), PluginLatency::of(&h)),
+            (
+                "idle".into(),
+                PluginLatency::of(&LatencyHistogram::default()),
+            ),
+        ]);
+        let text = to_prometheus_text(&render(Arc::new(source)));
+        assert!(
+            !text.contains("latency_p50") && !text.contains("latency_p99"),
+            "the quantile gauges are gone: {text}"
+        );
+        let scrape =
+            prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        let fast = scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "wasm_informer_plugin_handler_duration_seconds"
+                    && s.labels.get("plugin") == Some("fast")
+            })
+            .unwrap_or_else(|| panic!("no histogram for fast:\n{text}"));
+        let prometheus_parse::Value::Histogram(buckets) = &fast.value else {
+            panic!("not parsed as a histogram: {:?}", fast.value);
+        };
+        assert_eq!(buckets.len(), HANDLER_DURATION_BOUNDS_US.len() + 1);
+        for b in buckets {
+            let want = if b.less_than.is_infinite() {
+                recorded.len()
+            } else {
+                let bound_us = (b.less_than * 1e6).round() as u64;
+                recorded.iter().filter(|v| **v < bound_us).count()
+            };
+            assert_eq!(b.count as usize, want, "bucket le={}", b.less_than);
+        }
+        let sum = text
+            .lines()
+            .find(|l| {
+                l.starts_with("wasm_informer_plugin_handler_duration_seconds_sum{plugin=\"fast\"}")
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap();
+        let want_sum = recorded.iter().sum::<u64>() as f64 / 1e6;
+        assert!(
+            (sum - want_sum).abs() < 1e-6 * want_sum.max(1.0),
+            "{sum} vs {want_sum}"
+        );
+        assert!(
+            text.contains("# TYPE wasm_informer_plugin_handler_duration_seconds histogram"),
+            "{text}"
+        );
+        promtool_accepts(&text);
+    }
+
+    fn promtool_accepts(text: &str) {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        match Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+        {
+            Ok(mut child) => {
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(text.as_bytes())
+                    .unwrap();
+                let out = child.wait_with_output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "promtool check metrics failed:\n{}{}\n{text}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            Err(e) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "promtool is required in CI (scripts/setup.sh installs it): {e}"
+                );
+                eprintln!("promtool not installed ({e}); skipped `promtool check metrics`");
+            }
         }
     }
 

@@ -4,10 +4,11 @@
 //!
 //! Job: collect what the host itself does (list and watch every resource an
 //! informer serves: the plugins' `resources` and `read` lists and host.toml's
-//! pre-warmed resources) and what each plugin is granted (`[[write]]` tables,
-//! `events = true`), and render it as Kubernetes objects: one ClusterRole and
-//! ClusterRoleBinding for cluster-wide rules, and one Role and RoleBinding per
-//! namespace that only namespaced grants name.
+//! pre-warmed resources; in leader or sharded mode, its Leases) and what each
+//! plugin is granted (`[[write]]` tables, `events = true`), and render it as
+//! Kubernetes objects: one ClusterRole and ClusterRoleBinding for cluster-wide
+//! rules, one Role and RoleBinding per namespace that only namespaced grants
+//! name, and a Role for the Leases in their namespace.
 //!
 //! Invariant: the rules are exactly the union of those needs: every verb a
 //! manifest grants, on exactly the resource (and subresource) and namespaces it
@@ -52,7 +53,15 @@ pub struct Permissions {
     pub cluster: BTreeMap<Target, BTreeSet<String>>,
     /// Rules that hold in one namespace only (a Role each).
     pub namespaced: BTreeMap<String, BTreeMap<Target, BTreeSet<String>>>,
+    /// Leader or sharded mode: the namespace of the host's Leases.
+    pub leases: Option<String>,
 }
+
+/// What the host does with its Leases: read and watch them, create, renew
+/// and release its own, and (sharded mode) delete one a dead replica left.
+pub const LEASE_VERBS: [&str; 7] = [
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
 
 fn target(resource: &str, subresource: Option<&str>) -> Target {
     let id = ResourceId::parse(resource).expect("manifests hold valid resource ids");
@@ -170,27 +179,48 @@ pub fn render(p: &Permissions, names: &RbacNames, source: &str) -> String {
         q(&names.name)
     ));
     subject(&mut out, names);
+    if let Some(ns) = &p.leases {
+        let lease_role = format!("{}-leases", names.name);
+        let rules = BTreeMap::from([(
+            ("coordination.k8s.io".to_string(), "leases".to_string()),
+            LEASE_VERBS.iter().map(|v| v.to_string()).collect(),
+        )]);
+        role(&mut out, &lease_role, ns, &rules, names);
+    }
     for (ns, rules) in &p.namespaced {
+        role(&mut out, &names.name, ns, rules, names);
+    }
+    out
+}
+
+/// A Role named `name` in `ns` with `rules`, and its RoleBinding.
+fn role(
+    out: &mut String,
+    name: &str,
+    ns: &str,
+    rules: &BTreeMap<Target, BTreeSet<String>>,
+    names: &RbacNames,
+) {
+    {
         out.push_str("---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n");
         out.push_str(&format!(
             "metadata:\n  name: {}\n  namespace: {}\n",
-            q(&names.name),
+            q(name),
             q(ns)
         ));
-        rules_yaml(&mut out, rules);
+        rules_yaml(out, rules);
         out.push_str("---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n");
         out.push_str(&format!(
             "metadata:\n  name: {}\n  namespace: {}\n",
-            q(&names.name),
+            q(name),
             q(ns)
         ));
         out.push_str(&format!(
             "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {}\n",
-            q(&names.name)
+            q(name)
         ));
-        subject(&mut out, names);
+        subject(out, names);
     }
-    out
 }
 
 /// The RBAC of a config directory, rendered. Fails on the first manifest that
@@ -200,7 +230,17 @@ pub fn for_config_dir(config: &ConfigDir, names: &RbacNames) -> Result<String, C
     for file in crate::config::manifest_files(&config.dir)? {
         manifests.push(PluginManifest::load(&file, &config.host.defaults)?);
     }
-    let p = Permissions::derive(&manifests, &config.host.prewarm);
+    let mut p = Permissions::derive(&manifests, &config.host.prewarm);
+    if config.host.cluster.mode != crate::config::ClusterMode::None {
+        p.leases = Some(
+            config
+                .host
+                .cluster
+                .namespace
+                .clone()
+                .unwrap_or_else(|| names.namespace.clone()),
+        );
+    }
     Ok(render(&p, names, &config.dir.display().to_string()))
 }
 
@@ -288,7 +328,7 @@ verbs = ["create", "replace", "get"]
         assert!(!p.namespaced.contains_key("team-c"));
         let yaml = render(&p, &RbacNames::default(), "config");
         assert!(yaml.contains("kind: ClusterRole\n"), "{yaml}");
-        assert_eq!(yaml.matches("kind: Role\n").count(), 2, "{yaml}");
-        assert_eq!(yaml.matches("kind: RoleBinding\n").count(), 2, "{yaml}");
+        assert_eq!(yaml.matches("\nkind: Role\n").count(), 2, "{yaml}");
+        assert_eq!(yaml.matches("\nkind: RoleBinding\n").count(), 2, "{yaml}");
     }
 }

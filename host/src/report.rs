@@ -69,6 +69,15 @@ pub struct PluginReport {
     /// Extra: current listener queue depth.
     #[serde(default)]
     pub queue_depth: u64,
+    /// Extra: resyncs that came due while the previous one's syncs were still
+    /// waiting behind real changes (the plugin is slower than its
+    /// `resync_seconds`).
+    #[serde(default)]
+    pub resync_overruns: u64,
+    /// Extra: the plugin is behind its resync period now (syncs of an
+    /// overrun resync are still waiting).
+    #[serde(default)]
+    pub resync_behind: bool,
     /// Extra: versions loaded (1 + successful hot reloads).
     #[serde(default)]
     pub versions: u64,
@@ -89,6 +98,42 @@ pub struct PluginReport {
     /// Extra: the last error (load failure, trap or handler error), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Extra: the plugin's API calls (the `kube` and `events` capabilities).
+    #[serde(default)]
+    pub api: ApiReport,
+}
+
+/// One plugin's API calls, all versions of it together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiReport {
+    /// Requests sent to the API server.
+    pub requests: u64,
+    /// Calls refused by the plugin's grants (nothing was sent).
+    pub denied: u64,
+    /// Requests sent as dry runs.
+    pub dry_run: u64,
+    /// Requests by verb, then by outcome: the HTTP status code, or
+    /// `timeout`, `unavailable`, `rate-limited` when no answer came.
+    pub by_verb: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl ApiReport {
+    /// The sum of two reports (a plugin's earlier versions and its current one).
+    pub fn plus(&self, other: &ApiReport) -> ApiReport {
+        let mut by_verb = self.by_verb.clone();
+        for (verb, codes) in &other.by_verb {
+            let v = by_verb.entry(verb.clone()).or_default();
+            for (code, n) in codes {
+                *v.entry(code.clone()).or_default() += n;
+            }
+        }
+        ApiReport {
+            requests: self.requests + other.requests,
+            denied: self.denied + other.denied,
+            dry_run: self.dry_run + other.dry_run,
+            by_verb,
+        }
+    }
 }
 
 /// One informer's line of the report.
@@ -103,6 +148,14 @@ pub struct InformerReport {
     pub watch_restarts: u64,
     /// Relists caused by 410 Expired.
     pub relists_410: u64,
+    /// Extra: relists because the server was behind our resourceVersion (504
+    /// Too large resource version).
+    #[serde(default)]
+    pub relists_too_large: u64,
+    /// Extra: relists because a watch event was older than one already seen
+    /// (the server's history went backwards).
+    #[serde(default)]
+    pub relists_rv_regressed: u64,
     /// Extra: the first list has been processed.
     #[serde(default)]
     pub synced: bool,
@@ -145,6 +198,74 @@ pub struct Report {
     /// Extra: configuration errors still in effect (file, position, key, reason).
     #[serde(default)]
     pub config_errors: Vec<String>,
+    /// Extra: this replica's role and shard, in leader or sharded mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterReport>,
+}
+
+/// This replica in a cluster (`[cluster]` mode `leader` or `sharded`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterReport {
+    /// `leader` or `sharded`.
+    pub mode: String,
+    /// This replica's identity (holder identity in its Leases).
+    pub identity: String,
+    /// Namespace of the Leases.
+    pub namespace: String,
+    /// Leader mode: the election's Lease; sharded mode: this replica's Lease.
+    pub lease: String,
+    /// Sharded mode: the ring's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<String>,
+    /// `leader`, `standby` (leader mode); `member`, `joining`, `settling`,
+    /// `lost` (sharded mode); `stopped` once shut down.
+    pub role: String,
+    /// Leader mode: the holder last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Sharded mode: the live members seen (this replica included while it
+    /// holds its lease).
+    #[serde(default)]
+    pub members: Vec<String>,
+    /// Sharded mode: the member list this replica's Lease claims under.
+    #[serde(default)]
+    pub view: Vec<String>,
+    /// Share of the keys delivered, from 0 to 1.
+    pub owned_fraction: f64,
+    /// Cached keys delivered now, per resource.
+    #[serde(default)]
+    pub shard_keys: BTreeMap<String, u64>,
+    /// Leader mode: times this replica became the leader.
+    #[serde(default)]
+    pub leader_acquisitions: u64,
+    /// Changes of what is delivered.
+    #[serde(default)]
+    pub handovers: u64,
+    /// Cached keys gained (replayed to the plugins) over all changes.
+    #[serde(default)]
+    pub keys_gained: u64,
+    /// Cached keys released over all changes.
+    #[serde(default)]
+    pub keys_released: u64,
+    /// Time from a change until no plugin handled a released key, ms (last,
+    /// and longest).
+    #[serde(default)]
+    pub last_handover_ms: u64,
+    #[serde(default)]
+    pub max_handover_ms: u64,
+    /// A change is under way.
+    #[serde(default)]
+    pub in_transition: bool,
+    /// Wall-clock time of the last change of what is delivered, ms since the
+    /// Unix epoch.
+    #[serde(default)]
+    pub changed_at_unix_ms: u64,
+    /// Whether the fence lets writes through now.
+    #[serde(default)]
+    pub fence_open: bool,
+    /// The last failed Lease request, if the last one failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 impl Report {

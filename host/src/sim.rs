@@ -70,6 +70,11 @@ fn deployment(ns: &str, i: usize) -> serde_json::Value {
     })
 }
 
+/// The `team` annotation of namespace `ns-{i}` in the seeded workload.
+pub fn team_of(i: usize) -> String {
+    format!("team-{}", (b'a' + (i % 26) as u8) as char)
+}
+
 impl EmbeddedSim {
     /// Starts the simulator on `listen`, seeds it, writes its kubeconfig to
     /// `kubeconfig` and starts churning.
@@ -84,6 +89,18 @@ impl EmbeddedSim {
         wc.nodes = settings.nodes;
         let workload = Workload::seed(store.clone(), wc)
             .map_err(|e| anyhow::anyhow!("seeding the simulator: {e:?}"))?;
+        // Every namespace but the last has a `team` annotation, which the
+        // label-enforcer example copies onto the namespace's pods.
+        let nsr = store.rid("v1", "namespaces");
+        for i in 0..settings.namespaces.saturating_sub(1) {
+            let team = team_of(i);
+            store
+                .update_with(nsr, "", &format!("ns-{i}"), Subresource::Main, |mut v| {
+                    v["metadata"]["annotations"]["team"] = json!(team);
+                    Ok(v)
+                })
+                .map_err(|e| anyhow::anyhow!("annotating namespaces: {e:?}"))?;
+        }
         let deploy = store.rid("apps/v1", "deployments");
         let n_deploy = (settings.pods / 10).max(4);
         for i in 0..n_deploy {

@@ -70,6 +70,13 @@ impl StatusTable {
                 p.latency_us.p99
             );
         }
+        for (name, p) in report.plugins.iter().filter(|(_, p)| p.resync_behind) {
+            let _ = writeln!(
+                out,
+                "  {name}: behind its resync period ({} resyncs overran); real changes still go first",
+                p.resync_overruns
+            );
+        }
         let _ = writeln!(out);
         let _ = writeln!(
             out,
@@ -86,6 +93,26 @@ impl StatusTable {
                 i.lists,
                 i.watch_restarts,
                 i.last_sync_resource_version
+            );
+        }
+        if let Some(c) = &report.cluster {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "{:<10} {:<10} {:<24} {:>7} {:>8} {:>9}  MEMBERS",
+                "CLUSTER", "ROLE", "IDENTITY", "SHARE", "KEYS", "MOVED"
+            );
+            let keys: u64 = c.shard_keys.values().sum();
+            let _ = writeln!(
+                out,
+                "{:<10} {:<10} {:<24} {:>6.1}% {:>8} {:>9}  {}",
+                c.mode,
+                c.role,
+                truncate(&c.identity, 24),
+                c.owned_fraction * 100.0,
+                keys,
+                c.keys_gained + c.keys_released,
+                c.members.join(",")
             );
         }
         for e in &report.config_errors {

@@ -46,6 +46,7 @@ fn dev_rebuilds_a_rust_plugin_on_save_and_the_new_version_takes_events() {
             cache.to_str().unwrap(),
         ],
         &["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"],
+        &[],
     );
     dev.wait_line(&["dev: dev-loop version 1 running"], LONG);
     dev.wait_line(&["plugin=dev-loop", "pods in"], LONG);

@@ -163,7 +163,7 @@ fn config_dir(cache: &Path) -> tempfile::TempDir {
         d.path().join("host.toml"),
         format!(
             "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n[sim]\npods = 20\nnamespaces = 2\nchurn_per_second = 0\n",
-            cache.display()
+            cache.join("wasm").display()
         ),
     )
     .unwrap();
@@ -233,7 +233,8 @@ fn push_then_pull_by_tag_and_by_digest_and_load_from_the_cache_without_the_regis
         assert!(p["delivered"]["added"].as_u64().unwrap() > 0, "{name}: {p}");
     }
     let hex = &sha256(&bytes)["sha256:".len()..];
-    let cached = cache.path().join("oci/blobs/sha256").join(hex);
+    // Beside the compilation cache (`cache_dir` is CACHE/wasm).
+    let cached = cache.path().join("wasm-oci/blobs/sha256").join(hex);
     assert_eq!(
         std::fs::read(&cached).unwrap(),
         bytes,

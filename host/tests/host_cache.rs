@@ -44,6 +44,12 @@ async fn prewarm_indexers_and_transform_from_host_toml() {
         informer.wait_synced(Duration::from_secs(120)).await,
         "never synced"
     );
+    // Ready once the config directory (no plugins here) has been loaded too.
+    assert!(
+        !host.not_ready().is_empty(),
+        "ready before the config is loaded"
+    );
+    host.reconcile().await;
     assert!(host.not_ready().is_empty(), "{:?}", host.not_ready());
     let cache: &dyn CacheView = host.registry().as_ref();
     assert_eq!(cache.has_synced("v1/pods"), Ok(true));

@@ -36,11 +36,20 @@ fn the_cli_exits_non_zero_with_the_reason() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("world: wasm-informer:plugin/event-handler@0.1.0"),
+        text.contains("world: wasm-informer:plugin/event-handler@0.2.0\nversion: 0.2.0\n"),
         "{text}"
     );
     assert!(text.contains("imports:"), "{text}");
-    assert!(text.contains("wasm-informer:plugin/cache@0.1.0"), "{text}");
+    assert!(text.contains("wasm-informer:plugin/cache@0.2.0"), "{text}");
+    // A 0.1 component is named as such.
+    let out = cli(Path::new(plugin_artifacts::NOOP_V01));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("version: 0.1.0\n"), "{text}");
 
     // A manifest is resolved to its `wasm`, relative to the manifest.
     std::fs::copy(plugin_artifacts::NOOP, dir.path().join("noop.wasm")).unwrap();
@@ -90,7 +99,8 @@ fn checking_a_manifest_precompiles_into_its_config_cache() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let files = wait_for_entries(&cache_dir);
+    wait_for_entries(&cache_dir);
+    // Counted in compilations, not files: the host's engine compiles nothing.
     let engine = wasm_informer_runtime::PluginEngine::new(wasm_informer_runtime::EngineConfig {
         cache_dir: Some(cache_dir.clone()),
         ..Default::default()
@@ -99,9 +109,45 @@ fn checking_a_manifest_precompiles_into_its_config_cache() {
     engine
         .compile(&std::fs::read(plugins.join("noop.wasm")).unwrap())
         .unwrap();
+    let s = engine.compile_stats();
     assert_eq!(
-        compiled_entries(&cache_dir),
-        files,
-        "the host's engine found the checked component in the cache"
+        (s.compiled, s.cache_hits),
+        (0, 1),
+        "the host's engine found the checked component in the cache: {s:?}"
     );
+}
+
+/// `check` of a manifest whose `memory_mb` is below the component's memory
+/// floor fails, saying what the component needs and what the cap allows.
+#[test]
+fn checking_a_manifest_whose_memory_cap_is_below_the_floor_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(plugin_artifacts::NOOP, dir.path().join("noop.wasm")).unwrap();
+    let manifest = dir.path().join("tight.toml");
+    std::fs::write(
+        &manifest,
+        "name = \"tight\"\nwasm = \"noop.wasm\"\nresources = [\"v1/pods\"]\nmemory_mb = 1\n",
+    )
+    .unwrap();
+    let out = cli(&manifest);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("noop.wasm: its component needs a linear memory of at least")
+            && err.contains("but memory_mb = 1 allows 1 MiB per memory; it was not started"),
+        "{err}"
+    );
+    let ok = dir.path().join("ok.toml");
+    std::fs::write(
+        &ok,
+        "name = \"ok\"\nwasm = \"noop.wasm\"\nresources = [\"v1/pods\"]\nmemory_mb = 8\n",
+    )
+    .unwrap();
+    let out = cli(&ok);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("memory: starts with"));
 }

@@ -1,9 +1,13 @@
-//! The main job end to end: `wasm-informer run --config config --sim --duration 20
-//! --report r.json` with the example plugins of `config/`. It exits 0; the report
-//! shows every plugin delivered events and every informer synced with exactly
-//! the simulator's object counts. While it runs, `/metrics` is parsed by a
-//! Prometheus text parser (and `promtool check metrics` when installed; required
-//! when CI=true), and `/healthz` and `/readyz` answer.
+//! The main job end to end: `wasm-informer run --config DIR --sim --duration 45
+//! --report r.json` with the example plugins of `config/` (copied, with the
+//! simulator's own churn replaced by writes the test makes through the API).
+//! It exits 0; the report shows every plugin delivered events and every
+//! informer synced. What the host holds is checked by content against a fresh
+//! list from the simulator: an observer plugin per informer (keys and
+//! resourceVersions) and pod-ready-counter's findings (Ready pods per
+//! namespace). While it runs, `/metrics` is parsed by a Prometheus text parser
+//! (and `promtool check metrics` when installed; required when CI=true), and
+//! `/healthz` and `/readyz` answer.
 
 mod host_support;
 
@@ -11,6 +15,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use host_support::content::*;
 use host_support::*;
 
 /// Example plugin names, from config/plugins/*.toml.
@@ -34,15 +39,37 @@ fn configured_plugins() -> Vec<String> {
 
 fn check_metrics_text(text: &str) {
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    // A histogram's bucket lines parse into one sample per series.
+    let histograms: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" histogram"))
+        .collect();
+    let is_bucket = |l: &str| {
+        histograms
+            .iter()
+            .any(|h| l.starts_with(&format!("{h}_bucket")))
+    };
     let sample_lines = text
         .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty() && !is_bucket(l))
+        .count();
+    let histogram_series = scrape
+        .samples
+        .iter()
+        .filter(|s| matches!(s.value, prometheus_parse::Value::Histogram(_)))
         .count();
     assert_eq!(
         scrape.samples.len(),
-        sample_lines,
+        sample_lines + histogram_series,
         "every sample line must parse"
     );
+    assert_eq!(
+        histograms,
+        vec!["wasm_informer_plugin_handler_duration_seconds"],
+        "handler latency is a histogram"
+    );
+    assert!(histogram_series > 0, "a duration histogram per plugin");
     for s in &scrape.samples {
         if s.metric.ends_with("_total") {
             assert!(
@@ -99,23 +126,44 @@ fn check_metrics_text(text: &str) {
 }
 
 #[test]
-fn run_sim_for_20_seconds_reports_every_plugin_and_matching_counts() {
-    let plugins = configured_plugins();
+fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
+    let mut plugins = configured_plugins();
     assert!(
         plugins.len() >= 3,
         "expected the example plugins in config/plugins: {plugins:?}"
     );
+    plugins.extend(["obs-pods".to_string(), "obs-deployments".to_string()]);
     let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    copy_config(
+        &repo_root().join("config"),
+        &config,
+        0.0,
+        &[
+            (
+                "obs-pods.toml",
+                echo_observer("obs-pods", "v1/pods", "pods"),
+            ),
+            (
+                "obs-deployments.toml",
+                echo_observer("obs-deployments", "apps/v1/deployments", "deployments"),
+            ),
+        ],
+    );
     let report = tmp.path().join("r.json");
+    let kubeconfig = tmp.path().join("kc");
+    let started = std::time::Instant::now();
     let mut host = HostProc::run_sim(
-        "config",
+        config.to_str().unwrap(),
         &[
             "--duration",
-            "20",
+            "45",
             "--report",
             report.to_str().unwrap(),
             "--metrics-addr",
             "127.0.0.1:0",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
         ],
     );
     let addr = host.metrics_addr();
@@ -142,6 +190,42 @@ fn run_sim_for_20_seconds_reports_every_plugin_and_matching_counts() {
         })
     });
     check_metrics_text(&text);
+
+    // Content: writes through the API, then what the host holds is what the
+    // simulator holds.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(client(&kubeconfig));
+    rt.block_on(churn_pods(&client, 60, 3));
+    let want_pods = rt.block_on(list_pods(&client));
+    let want_deployments = rt.block_on(list_deployments(&client));
+    let want_ready = rt.block_on(ready_per_namespace(&client));
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let log = host.log();
+        let pods = echo_view(&log, "obs-pods", "pods");
+        let deployments = echo_view(&log, "obs-deployments", "deployments");
+        let counted = ready_counter_findings(&log, "pod-ready-counter");
+        if pods == want_pods
+            && deployments == want_deployments
+            && want_ready.iter().all(|(ns, c)| counted.get(ns) == Some(c))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host's content never matched the simulator: pods {} vs {}, deployments {} vs {}, ready {counted:?} vs {want_ready:?}",
+            pods.len(),
+            want_pods.len(),
+            deployments.len(),
+            want_deployments.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "the content checks must end before --duration does ({:?})",
+        started.elapsed()
+    );
 
     let status = host.wait_exit(Duration::from_secs(300));
     assert!(

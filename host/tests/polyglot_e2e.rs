@@ -1,15 +1,26 @@
-//! End to end: the JavaScript, Python and C example plugins run in the real
-//! `wasm-informer` binary against the API simulator (`wasm-informer sim`, seeded
-//! with Pods and Deployments, no churn), and each logs exactly the findings that
-//! its policy implies for the objects the simulator serves. The expectation is
-//! computed independently, from what `kubectl get -o json` returns for the
-//! same simulator, so the test checks the whole path: list/watch, cache,
-//! delivery, the WIT boundary, the guest's logic and its cache queries, and
-//! the `plugin=NAME` log lines.
+//! End to end: the JavaScript, Python and C example plugins (WIT 0.2) run in
+//! the real `wasm-informer` binary against the API simulator (`wasm-informer
+//! sim`, seeded with Pods and Deployments, no churn), with the grants of their
+//! example manifests, and act on the cluster exactly as their policies imply
+//! for the objects the simulator serves:
+//! - each logs exactly its findings (the `plugin=NAME` log lines);
+//! - image-policy in enforce mode leaves its violation annotation on exactly
+//!   the violating pods, with exactly their disallowed registries
+//!   (`kubectl get pods -o json`);
+//! - every plugin's Warning Events (`kubectl get events.events.k8s.io -o
+//!   json`, `reportingController: wasm-informer/PLUGIN`) are about exactly the
+//!   objects it found, one Event per object and reason, repeats folded into
+//!   `series.count`.
+//!
+//! The expectation is computed independently, from what `kubectl get -o
+//! json` returns for the same simulator before the host starts, so the test
+//! checks the whole path: list/watch, cache, delivery, the WIT boundary, the
+//! guest's logic and its cache queries, the kube and events capabilities, and
+//! the server's state.
 //!
 //! Needs the plugins built (`scripts/build-plugins.sh`) and kubectl.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +31,23 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wasm-informer");
 const RESTART_THRESHOLD: i64 = 2;
+const ANNOTATION: &str = "image-policy.wasm-informer.dev/violation";
+/// The auditor's required labels: the simulator's Deployments have `app` but
+/// neither of the others, so each misses two (one Event, `series.count` 2).
+const REQUIRED_LABELS: [&str; 3] = ["team", "app", "cost-center"];
+/// image-policy's allowlist: the simulator's web and api pods comply.
+const ALLOWED: [&str; 3] = [
+    "registry.k8s.io",
+    "registry.example/web",
+    "registry.example/api",
+];
+
+/// Whether a normalised image is allowed, as image-policy decides.
+fn allowed(full: &str) -> bool {
+    ALLOWED
+        .iter()
+        .any(|p| full == *p || full.starts_with(&format!("{p}/")))
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -66,7 +94,9 @@ churn_per_second = 0
         ),
     )
     .unwrap();
-    let manifest = |name: &str, resource: &str, fuel: u64, config: &str| {
+    // The grants are those of the example manifests in config/plugins/;
+    // the write rate is raised so that the test does not wait on pacing.
+    let manifest = |name: &str, resource: &str, fuel: u64, grants: &str, config: &str| {
         std::fs::write(
             dir.join(format!("plugins/{name}.toml")),
             format!(
@@ -79,6 +109,9 @@ fuel_per_event = {fuel}
 timeout_ms = 5000
 memory_mb = 128
 resync_seconds = 0
+write_qps = 100
+write_burst = 100
+{grants}
 
 [config]
 {config}
@@ -92,20 +125,27 @@ resync_seconds = 0
         "deployment-auditor",
         "apps/v1/deployments",
         500_000_000,
-        r#"required_labels = ["team", "app"]
+        "events = true",
+        r#"required_labels = ["team", "app", "cost-center"]
 allowed_label_values = { tier = ["frontend", "backend"] }"#,
     );
     manifest(
         "image-policy",
         "v1/pods",
         500_000_000,
-        r#"allowed_registries = ["registry.k8s.io"]"#,
+        r#"events = true
+[[write]]
+resource = "v1/pods"
+verbs = ["patch"]"#,
+        r#"mode = "enforce"
+allowed_registries = ["registry.k8s.io", "registry.example/web", "registry.example/api"]"#,
     );
     manifest(
         "restart-alarm",
         "v1/pods",
         100_000_000,
-        &format!("threshold = {RESTART_THRESHOLD}"),
+        "events = true",
+        &format!("threshold = {RESTART_THRESHOLD}\nevents = true"),
     );
 }
 
@@ -132,13 +172,13 @@ fn key(o: &Value) -> String {
     )
 }
 
-/// What the auditor must report: required labels team and app, and tier one
-/// of frontend or backend.
+/// What the auditor must report: the required labels, and tier one of
+/// frontend or backend.
 fn expected_auditor(deployments: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
     for d in deployments {
         let labels = &d["metadata"]["labels"];
-        for label in ["team", "app"] {
+        for label in REQUIRED_LABELS {
             if labels.get(label).is_none() {
                 out.push(format!(
                     "violation deployment={} missing-label={label}",
@@ -192,14 +232,14 @@ fn images(pod: &Value) -> Vec<(String, String)> {
     out
 }
 
-/// What image-policy must report: every container outside registry.k8s.io.
+/// What image-policy must report: every container outside the allowlist.
 fn expected_images(pods: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
     for p in pods {
         let ns = p["metadata"]["namespace"].as_str().unwrap();
         for (c, image) in images(p) {
             let full = normalise(&image);
-            if full.starts_with("registry.k8s.io/") {
+            if allowed(&full) {
                 continue;
             }
             let same = pods
@@ -248,6 +288,116 @@ fn expected_alarms(pods: &[Value]) -> Vec<String> {
                 ));
             }
         }
+    }
+    out
+}
+
+/// (plugin, regarding namespace/name, reason) -> occurrences: the Warning
+/// Events each plugin must have recorded, computed from the findings the
+/// policies imply (one occurrence per finding).
+type EventCounts = BTreeMap<(String, String, String), u64>;
+
+fn expected_events(deployments: &[Value], pods: &[Value]) -> EventCounts {
+    let mut out = EventCounts::new();
+    let mut add = |plugin: &str, o: &Value, reason: &str| {
+        *out.entry((plugin.to_string(), key(o), reason.to_string()))
+            .or_default() += 1;
+    };
+    for d in deployments {
+        let labels = &d["metadata"]["labels"];
+        for label in REQUIRED_LABELS {
+            if labels.get(label).is_none() {
+                add("deployment-auditor", d, "MissingLabel");
+            }
+        }
+        if let Some(tier) = labels["tier"].as_str() {
+            if tier != "frontend" && tier != "backend" {
+                add("deployment-auditor", d, "DisallowedLabelValue");
+            }
+        }
+    }
+    for p in pods {
+        for (_, image) in images(p) {
+            if !allowed(&normalise(&image)) {
+                add("image-policy", p, "DisallowedRegistry");
+            }
+        }
+        for (_, n) in restarts(p) {
+            if n >= RESTART_THRESHOLD {
+                add("restart-alarm", p, "RestartThreshold");
+            }
+        }
+    }
+    out
+}
+
+/// Pod key -> the violation annotation image-policy must leave on it: its
+/// disallowed registries, sorted, comma-separated.
+fn expected_annotations(pods: &[Value]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for p in pods {
+        let registries: BTreeSet<String> = images(p)
+            .iter()
+            .map(|(_, i)| normalise(i))
+            .filter(|full| !allowed(full))
+            .map(|full| full.split('/').next().unwrap().to_string())
+            .collect();
+        if !registries.is_empty() {
+            out.insert(key(p), registries.into_iter().collect::<Vec<_>>().join(","));
+        }
+    }
+    out
+}
+
+/// Pod key -> its violation annotation, for the pods that have one.
+fn annotations(pods: &Value) -> BTreeMap<String, String> {
+    pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| {
+            p["metadata"]["annotations"][ANNOTATION]
+                .as_str()
+                .map(|a| (key(p), a.to_string()))
+        })
+        .collect()
+}
+
+/// The Warning Events of wasm-informer plugins, folded as the server holds
+/// them: one Event per object and reason, its occurrences in `series.count`.
+/// Also checks that each Event's `regarding` names the object's kind and uid.
+fn warning_events(events: &Value, uids: &BTreeMap<String, (String, String)>) -> EventCounts {
+    let mut out = EventCounts::new();
+    for e in events["items"].as_array().unwrap() {
+        let Some(plugin) = e["reportingController"]
+            .as_str()
+            .and_then(|c| c.strip_prefix("wasm-informer/"))
+        else {
+            continue;
+        };
+        if e["type"] != "Warning" {
+            continue;
+        }
+        let r = &e["regarding"];
+        let k = format!(
+            "{}/{}",
+            r["namespace"].as_str().unwrap_or_default(),
+            r["name"].as_str().unwrap_or_default()
+        );
+        if let Some((kind, uid)) = uids.get(&k) {
+            assert_eq!(r["kind"].as_str(), Some(kind.as_str()), "{e}");
+            assert_eq!(r["uid"].as_str(), Some(uid.as_str()), "{e}");
+        }
+        let count = e["series"]["count"].as_u64().unwrap_or(1);
+        let slot = out
+            .entry((
+                plugin.to_string(),
+                k,
+                e["reason"].as_str().unwrap().to_string(),
+            ))
+            .or_default();
+        assert_eq!(*slot, 0, "two Events for one object and reason: {e}");
+        *slot = count;
     }
     out
 }
@@ -330,6 +480,35 @@ fn every_example_plugin_reports_exactly_its_findings_in_the_host() {
             "the seeded workload gives {plugin} nothing to find"
         );
     }
+    let want_annotations = expected_annotations(&pods);
+    let want_events = expected_events(&deployments, &pods);
+    assert!(
+        want_annotations.len() < pods.len(),
+        "some pods must comply, to show they are left alone"
+    );
+    assert!(
+        want_events.values().any(|n| *n > 1),
+        "some object must have repeats, to show they fold into a series"
+    );
+    let uids: BTreeMap<String, (String, String)> = deployments
+        .iter()
+        .map(|d| ("Deployment", d))
+        .chain(pods.iter().map(|p| ("Pod", p)))
+        .map(|(kind, o)| {
+            (
+                key(o),
+                (
+                    kind.to_string(),
+                    o["metadata"]["uid"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert!(
+        pods.iter()
+            .all(|p| p["metadata"]["annotations"][ANNOTATION].is_null()),
+        "no pod carries the annotation before the host runs"
+    );
 
     let mut host = Proc(
         Command::new(BIN)
@@ -397,5 +576,39 @@ fn every_example_plugin_reports_exactly_its_findings_in_the_host() {
         got.len(),
         expected.len(),
         "findings from unexpected plugins: {got:?}"
+    );
+
+    // The cluster: wait until the writes have landed (the findings are logged
+    // before the plugin's API calls return), then compare exactly.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (have_annotations, have_events) = loop {
+        let pods = kubectl(&kubeconfig, &["get", "pods", "-A", "-o", "json"]);
+        let events = kubectl(
+            &kubeconfig,
+            &["get", "events.events.k8s.io", "-A", "-o", "json"],
+        );
+        let state = (annotations(&pods), warning_events(&events, &uids));
+        if (state.0 == want_annotations && state.1 == want_events) || Instant::now() > deadline {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!(
+        "image-policy: {} pods annotated; {} Warning Events ({} occurrences)",
+        have_annotations.len(),
+        have_events.len(),
+        have_events.values().sum::<u64>()
+    );
+    assert_eq!(
+        have_annotations, want_annotations,
+        "the violation annotation is on exactly the violating pods, with their registries"
+    );
+    assert_eq!(
+        have_events, want_events,
+        "each plugin's Warning Events are about exactly the objects it found, repeats in series.count"
+    );
+    assert!(
+        host.0.try_wait().unwrap().is_none(),
+        "the host exited early"
     );
 }

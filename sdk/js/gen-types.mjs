@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Generates the TypeScript declarations of the wasm-informer WIT world into
-// sdk/js/types/wit/ with jco's type generator (guest view: what a plugin
-// imports and what it must export).
+// Generates the TypeScript declarations of both wasm-informer WIT worlds
+// (`event-handler` and `controller`) into sdk/js/types/wit/ with jco's type
+// generator (guest view: what a plugin imports and what it must export). The
+// worlds share their interfaces, so they share interfaces/*.d.ts; each world
+// has its own top-level file.
 //
 // jco 1.35 runs its type generator as a WASI component whose default
 // preopen list is empty, so it cannot read any WIT path (`jco types` fails
@@ -30,13 +32,22 @@ const { generateGuestTypes } = await import(
   pathToFileURL(join(transpileDir, 'dist/typegen.js')).href
 );
 
-const files = await generateGuestTypes(witDir, {
-  worldName: 'wasm-informer:plugin/event-handler',
-  name: 'event-handler',
-  outDir: outDir + '/',
-});
-for (const [path, content] of Object.entries(files)) {
-  await mkdir(dirname(path), { recursive: true });
-  await writeFile(path, content);
-  console.error(`gen-types: wrote ${path}`);
+const written = new Map();
+for (const world of ['event-handler', 'controller']) {
+  const files = await generateGuestTypes(witDir, {
+    worldName: `wasm-informer:plugin/${world}`,
+    name: world,
+    outDir: outDir + '/',
+  });
+  for (const [path, content] of Object.entries(files)) {
+    const text = typeof content === 'string' ? content : new TextDecoder().decode(content);
+    if (written.has(path) && written.get(path) !== text) {
+      throw new Error(`gen-types: the worlds disagree about ${path}`);
+    }
+    if (written.has(path)) continue;
+    written.set(path, text);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, text);
+    console.error(`gen-types: wrote ${path}`);
+  }
 }

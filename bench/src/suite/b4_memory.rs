@@ -1,21 +1,49 @@
 //! B4: memory per cached pod at 20k pods, by the counting allocator (live heap
-//! after sync minus before) and by RSS delta, each side in a fresh process, with
-//! and without managedFields stripping (kube-runtime strips with
-//! `WatchStreamExt::modify`).
+//! after sync minus before) and by RSS delta, each arm in a fresh process:
+//! both sides stripping managedFields (the peer caching a typed `Pod` or a raw
+//! pod), and both keeping them as a reference.
 //!
 //! Invariant: the handler is a native no-op on both sides, so the figure is the
-//! informer's and cache's memory.
+//! informer's and cache's memory; every arm cached exactly the seeded pods.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
-use super::{handlers, side, spawn, Ctx};
+use super::compare::Compare;
+use super::{handler, ours, peer, spawn, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
-use crate::spec::{HandlerKind, Side};
-use crate::stats::median;
-use crate::table::{bytes, Row, Verdict};
+use crate::rounds::{self, Arm};
+use crate::spec::{ChildReport, HandlerKind, ManagedFields, OursApi, PeerCache, SideSpec};
+use crate::stats::{show, Spread};
+use crate::table::{bytes, Row};
+use crate::target::Target;
+
+/// The registry entry.
+pub const BENCH: Bench = Bench {
+    id: "B4",
+    title: "memory per cached pod",
+    target: "<= 0.5x",
+    doc: DOC,
+    run,
+};
+
+const DOC: &str = "\
+Memory the side adds per cached pod after its initial list, in a fresh process: live heap by a \
+counting global allocator (after sync minus before), and RSS after both allocators returned free \
+pages. Both sides run on mimalloc, the allocator the wasm-informer binary ships with, and use a \
+native no-op handler, so the figure is the informer's and the cache's.
+
+- **Ours**: `SharedInformer::builder(client, \"v1/pods\")` as shipped (managedFields stripped, \
+streaming list); the cache keeps each object's JSON plus the metadata it needs decoded.
+- **The peer**: one `reflector::store()` fed by `watcher(..).default_backoff()` with \
+`streaming_lists()` and `.modify()` stripping managedFields, caching a typed `Pod` (kube-runtime's \
+usual store) or a raw pod (`ObjectMeta` decoded, `spec` and `status` as `Box<RawValue>`: the \
+leanest store a kube-runtime user gets without dropping data, like for like with ours).
+- **Reference:** both keeping managedFields (typed peer).
+
+The verdict is on the heap ratio, per round.";
 
 /// Heap and RSS bytes the side added, per object.
-pub fn per_object(r: &crate::spec::ChildReport, objects: usize) -> (f64, f64) {
+pub fn per_object(r: &ChildReport, objects: usize) -> (f64, f64) {
     let heap = (r.heap_bytes - r.heap_base_bytes) as f64 / objects as f64;
     let rss = (r.rss_bytes as f64 - r.rss_base_bytes as f64) / objects as f64;
     (heap, rss)
@@ -25,53 +53,87 @@ pub fn per_object(r: &crate::spec::ChildReport, objects: usize) -> (f64, f64) {
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let p = &ctx.plan;
     let fx = Fixture::new(&ctx.rt, p.b4_pods, Mix::Default)?;
-    let mut rows = Vec::new();
-    for strip in [true, false] {
-        let (mut ours, mut peer) = (Vec::new(), Vec::new());
-        for _ in 0..p.rounds {
-            for s in [Side::Ours, Side::Peer] {
-                let mut spec = side(s, &fx, handlers("h", 1, &HandlerKind::NoopNative));
-                spec.strip_managed_fields = strip;
-                let (child, r) = spawn(&spec)?;
-                child.exit();
-                if r.cached_objects != p.b4_pods as u64 {
-                    anyhow::bail!(
-                        "{s:?} cached {} objects, expected {}",
-                        r.cached_objects,
-                        p.b4_pods
-                    );
-                }
-                let v = per_object(&r, p.b4_pods);
-                match s {
-                    Side::Ours => ours.push(v),
-                    _ => peer.push(v),
-                }
-            }
+    let one = || vec![handler("h", HandlerKind::NoopNative)];
+    let ours_spec = |mf| {
+        let mut s = ours(&fx, one());
+        s.ours.api = OursApi::Informer;
+        s.managed_fields = mf;
+        s
+    };
+    let peer_spec = |mf, cache| {
+        let mut s = peer(&fx, one());
+        s.managed_fields = mf;
+        s.peer.cache = cache;
+        s
+    };
+    let arm = |name, it: SideSpec| Arm { name, it };
+    let arms = vec![
+        arm("ours", ours_spec(ManagedFields::Strip)),
+        arm("peer", peer_spec(ManagedFields::Strip, PeerCache::TypedPod)),
+        arm(
+            "peer-raw",
+            peer_spec(ManagedFields::Strip, PeerCache::RawPod),
+        ),
+        arm("ours-keep", ours_spec(ManagedFields::Keep)),
+        arm(
+            "peer-keep",
+            peer_spec(ManagedFields::Keep, PeerCache::TypedPod),
+        ),
+    ];
+    let s = rounds::run("B4", p.rounds, &arms, |a| {
+        let (child, r) = spawn(&fx, &a.it)?;
+        child.exit();
+        if r.cached_objects != p.b4_pods as u64 {
+            bail!(
+                "cached {} objects, expected {}",
+                r.cached_objects,
+                p.b4_pods
+            );
         }
-        let m = |xs: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
-            median(&xs.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0)
-        };
-        let (oh, orss, ph, prss) = (
-            m(&ours, |x| x.0),
-            m(&ours, |x| x.1),
-            m(&peer, |x| x.0),
-            m(&peer, |x| x.1),
-        );
-        rows.push(Row {
-            id: "B4",
-            what: format!(
-                "memory per cached pod, {} pods, managedFields {} (heap / RSS)",
-                p.b4_pods,
-                if strip { "stripped" } else { "kept" }
-            ),
-            ours: format!("{} / {}", bytes(oh), bytes(orss)),
-            peer: format!("{} / {}", bytes(ph), bytes(prss)),
-            ratio: format!("{} heap, {} RSS", super::ratio(oh, ph), super::ratio(orss, prss)),
-            target: "<= 0.5x".into(),
-            verdict: Verdict::of(ph > 0.0 && oh / ph <= 0.5),
-            note: "heap: counting global allocator, live bytes after sync minus before, in a fresh child process; RSS: /proc/self/statm delta after the allocators return free pages (mi_collect, malloc_trim). Verdict on the heap ratio.".into(),
-        });
-    }
+        Ok(per_object(&r, p.b4_pods))
+    });
     fx.shutdown(&ctx.rt);
-    Ok(rows)
+    let s = s?;
+    let heap = |a: &str| s.map(a, |x| x.0);
+    let rss = |a: &str| s.map(a, |x| x.1);
+    let row = |what: &str, o: &str, k: &str, target: Option<(Target, &'static str)>| {
+        let (oh, kh) = (heap(o), heap(k));
+        let mut r = Compare {
+            id: "B4",
+            what: format!("memory per cached pod, {} pods: {what} (heap / RSS)", p.b4_pods),
+            ours: &oh,
+            peer: &kh,
+            unit: bytes,
+            target,
+            note: "Heap: counting allocator, live bytes after sync minus before, fresh process; RSS: /proc/self/statm delta after mi_collect and malloc_trim. Verdict on the heap ratio.".into(),
+        }
+        .row();
+        let (orss, krss) = (rss(o), rss(k));
+        r.ours = format!("{} / {}", r.ours, show(&orss, bytes));
+        r.peer = format!("{} / {}", r.peer, show(&krss, bytes));
+        let rss_ratio = Spread::ratio(&orss, &krss).map_or_else(|| "-".into(), |x| x.times());
+        r.ratio = format!("{} heap, {rss_ratio} RSS", r.ratio);
+        r
+    };
+    let target = Some((Target::AtMost(0.5), "<= 0.5x"));
+    Ok(vec![
+        row(
+            "both strip managedFields, peer caches typed Pod",
+            "ours",
+            "peer",
+            target,
+        ),
+        row(
+            "both strip managedFields, peer caches metadata + RawValue",
+            "ours",
+            "peer-raw",
+            target,
+        ),
+        row(
+            "reference: both keep managedFields, peer caches typed Pod",
+            "ours-keep",
+            "peer-keep",
+            None,
+        ),
+    ])
 }

@@ -1,8 +1,44 @@
-//! The benchmarks B1..B8 and what they share: the run context, handler choices
-//! and side specs.
+//! The benchmarks and what they share: the run context, the registry of
+//! benchmarks, the specs of each side's default (fair) configuration, and
+//! spawning a side with its configuration checked.
 //!
-//! Invariant: every comparison runs the two sides one after the other (A B A B),
-//! each in a fresh child process, against one simulator instance.
+//! Invariant: every side of every benchmark starts through [`spawn`], which
+//! checks the side's observed configuration against its spec
+//! (`verify.rs`); every comparison runs its arms in alternating order
+//! (`rounds.rs`), each in a fresh child process, against one simulator.
+//!
+//! # Adding a benchmark
+//!
+//! 1. A file `suite/bN_name.rs` with a module doc saying what it measures and
+//!    how each side is configured and why, a `DOC` string saying the same for
+//!    the report, a `run(&Ctx) -> Result<Vec<Row>>`, and a
+//!    `pub const BENCH: Bench`.
+//! 2. Its sizes in `plan.rs` (quick and full), one `BENCH` line in [`ALL`], and
+//!    its id in `tests/quick.rs`.
+//! 3. If a side needs something new (a resource, a handler kind, a peer
+//!    wiring, an event encoding), a field or variant in `spec.rs` read by
+//!    `ours.rs` or `peer.rs`, and its check in `verify.rs`.
+//!
+//! Where the rows planned next go:
+//!
+//! - B2, a cheaper event encoding (ours only): a field of `OursConfig`
+//!   selecting it, read in `ours.rs`, and one more set of arms in B2.
+//! - B9, patches per second and p50/p99 of one writing plugin: a new suite
+//!   file; the plugin is a `HandlerKind::Wasm`, whatever write capability it
+//!   needs is a field of `OursConfig`, and the latencies come from the
+//!   simulator's request log (`Fixture::requests_since`).
+//! - Isolation from a hanging API server: a B3 arm whose plugin calls the API
+//!   while the fixture's faults (`apisim::Faults`) hold its requests.
+//! - B10, reconciles of a no-op controller over 20k Deployments: a new suite
+//!   file; `SideSpec::resource = "apps/v1/deployments"`, a `PeerCache`
+//!   variant for `Deployment` in `peer.rs` (the peer is generic over the
+//!   cached type), its path in `verify.rs`, and `PeerAttach::Controller`.
+//!
+//! The pieces a benchmark composes: [`ours`] and [`peer`] (a side's fair
+//! defaults), [`spawn`] (a checked child), `rounds::run` (ABBA rounds over
+//! named arms), `stats::Spread` and `target::Target` (median, min–max and the
+//! verdict), `burst::drain_rate` (a held burst's drain rate) and the
+//! fixture's `paced` churn.
 
 pub mod b1_throughput;
 pub mod b2_marginal;
@@ -12,13 +48,18 @@ pub mod b5_initial_sync;
 pub mod b6_reload;
 pub mod b7_many_handlers;
 pub mod b8_scale;
+pub mod burst;
+pub mod compare;
 
 use anyhow::Result;
 
 use crate::driver::ChildProc;
 use crate::fixture::Fixture;
 use crate::plan::Plan;
-use crate::spec::{ChildReport, HandlerKind, HandlerSpec, PeerFanout, Side, SideSpec};
+use crate::spec::{
+    ChildReport, HandlerKind, HandlerSpec, InitialList, ManagedFields, OursApi, OursConfig,
+    PeerAttach, PeerCache, PeerConfig, PeerFanout, Side, SideSpec,
+};
 use crate::table::Row;
 use crate::wasm;
 
@@ -30,119 +71,169 @@ pub struct Ctx {
     pub plan: Plan,
 }
 
-impl Ctx {
-    /// The no-op handler of our side: the Rust no-op plugin when the runtime and
-    /// the plugin are available, else a native no-op `Handler`.
-    pub fn fast_handler(&self) -> (HandlerKind, &'static str) {
-        match wasm::plugin_path("noop") {
-            Some(p) => (
-                HandlerKind::Wasm {
-                    path: p,
-                    config: "{}".into(),
-                    timeout_ms: 1000,
-                },
-                "Rust no-op wasm plugin",
-            ),
-            None => (
-                HandlerKind::NoopNative,
-                "native no-op Handler (no wasm plugin in this build)",
-            ),
-        }
-    }
+/// One benchmark: its id, what it measures, its target, how each side is
+/// configured (for the report), and how to run it.
+pub struct Bench {
+    /// `B1`, `B2`, ...
+    pub id: &'static str,
+    /// What it measures, in a few words.
+    pub title: &'static str,
+    /// The target, as the table shows it.
+    pub target: &'static str,
+    /// How each side is configured and why (Markdown, for the report).
+    pub doc: &'static str,
+    /// Runs it.
+    pub run: fn(&Ctx) -> Result<Vec<Row>>,
 }
 
-/// A side spec with one handler per entry of `handlers`, against `fx` as it is
-/// now (its current pod count is the expected initial list).
-pub fn side(side: Side, fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
-    SideSpec {
-        side,
-        url: fx.url(),
-        handlers,
-        queue_capacity: 1024,
-        strip_managed_fields: side == Side::Ours,
-        peer_fanout: PeerFanout::Separate,
-        expect_objects: fx.pods() as u64,
-        sync_timeout_secs: 300,
+/// Every benchmark, in report order.
+pub const ALL: &[Bench] = &[
+    b1_throughput::BENCH,
+    b2_marginal::BENCH,
+    b3_isolation::BENCH,
+    b4_memory::BENCH,
+    b5_initial_sync::BENCH,
+    b6_reload::BENCH,
+    b7_many_handlers::BENCH,
+    b8_scale::BENCH,
+];
+
+/// The Rust plugin `name` as a handler (deadline 1 s, empty config).
+pub fn rust_plugin(name: &str) -> Result<HandlerKind> {
+    Ok(HandlerKind::Wasm {
+        path: wasm::plugin_path(name)?,
+        config: "{}".into(),
+        timeout_ms: 1000,
+    })
+}
+
+/// The JavaScript plugin `name` (under `plugins/testing/`) as a handler.
+pub fn js_plugin(name: &str) -> Result<HandlerKind> {
+    Ok(HandlerKind::Wasm {
+        path: wasm::js_plugin(name)?,
+        config: "{}".into(),
+        timeout_ms: 1000,
+    })
+}
+
+/// A tracked handler named `name`.
+pub fn handler(name: &str, kind: HandlerKind) -> HandlerSpec {
+    HandlerSpec {
+        name: name.to_string(),
+        kind,
+        tracked: true,
+        settle: false,
+        peer_attach: PeerAttach::Subscriber,
     }
 }
 
 /// `n` tracked handlers named `{prefix}{i}`.
 pub fn handlers(prefix: &str, n: usize, kind: &HandlerKind) -> Vec<HandlerSpec> {
     (0..n)
-        .map(|i| HandlerSpec {
-            name: format!("{prefix}{i}"),
-            kind: kind.clone(),
-            tracked: true,
-        })
+        .map(|i| handler(&format!("{prefix}{i}"), kind.clone()))
         .collect()
 }
 
-/// Starts a child for `spec`.
-pub fn spawn(spec: &SideSpec) -> Result<(ChildProc, ChildReport)> {
-    ChildProc::spawn(spec)
+fn base(side: Side, fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
+    SideSpec {
+        side,
+        url: fx.url(),
+        resource: "v1/pods".into(),
+        handlers,
+        managed_fields: ManagedFields::Strip,
+        initial_list: InitialList::Streaming,
+        ours: OursConfig {
+            api: OursApi::Registry,
+            queue_capacity: 1024,
+        },
+        peer: PeerConfig {
+            cache: PeerCache::TypedPod,
+            fanout: PeerFanout::Separate,
+        },
+        expect_objects: fx.pods() as u64,
+        sync_timeout_secs: 300,
+    }
 }
 
-/// Runs every benchmark; one that fails yields `Failed` rows and the rest go on.
-/// `only` (ids such as `B1`) limits the run; empty runs everything.
+/// Our side as shipped: managedFields stripped, streaming list, through the
+/// registry (as the host runs plugins), queue 1024; against `fx` as it is now.
+pub fn ours(fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
+    base(Side::Ours, fx, handlers)
+}
+
+/// kube-runtime as its best users run it when they do not read
+/// managedFields: stripped with `.modify()`, streaming list, typed `Pod`, one
+/// reflector per handler (change `peer.fanout` to share one).
+pub fn peer(fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
+    base(Side::Peer, fx, handlers)
+}
+
+/// The simulator's ceiling (a raw watch).
+pub fn raw(fx: &Fixture) -> SideSpec {
+    base(Side::Raw, fx, vec![handler("raw", HandlerKind::NoopNative)])
+}
+
+/// Starts a child for `spec` against `fx` and checks, from the requests the
+/// simulator saw and the child's report, that it runs as `spec` says. The
+/// initial list it must sync is the fixture's pods now (earlier arms' churn
+/// changed the count since the spec was written).
+pub fn spawn(fx: &Fixture, spec: &SideSpec) -> Result<(ChildProc, ChildReport)> {
+    let spec = &SideSpec {
+        expect_objects: fx.pods() as u64,
+        ..spec.clone()
+    };
+    let mark = fx.request_mark();
+    let (child, r) = ChildProc::spawn(spec)?;
+    let checked = crate::verify::side(
+        spec,
+        &fx.requests_since(mark),
+        &r.facts.clone().unwrap_or_default(),
+    );
+    if let Err(e) = checked {
+        child.exit();
+        return Err(e.context("the side does not run the configuration its spec claims"));
+    }
+    Ok((child, r))
+}
+
+/// Runs every benchmark; one that fails yields a `Failed` row and the rest go
+/// on. `only` (ids such as `B1`) limits the run; empty runs everything.
 pub fn run_all(ctx: &Ctx, only: &[String]) -> Vec<Row> {
     let mut rows = Vec::new();
-    type Bench = fn(&Ctx) -> Result<Vec<Row>>;
-    let all: [(&'static str, &str, &str, Bench); 8] = [
-        (
-            "B1",
-            "throughput, watch to handler",
-            ">= 1.5x",
-            b1_throughput::run,
-        ),
-        (
-            "B2",
-            "marginal cost per extra plugin",
-            "<= 2 us/event/plugin",
-            b2_marginal::run,
-        ),
-        (
-            "B3",
-            "isolation",
-            ">= 95% solo throughput, p99 <= 2x",
-            b3_isolation::run,
-        ),
-        ("B4", "memory per cached pod", "<= 0.5x", b4_memory::run),
-        ("B5", "initial sync", "<= 1.0x", b5_initial_sync::run),
-        (
-            "B6",
-            "hot-reload latency",
-            "Rust <= 300 ms, JS <= 1.5 s",
-            b6_reload::run,
-        ),
-        (
-            "B7",
-            "many handlers, total memory",
-            "<= 0.1x",
-            b7_many_handlers::run,
-        ),
-        (
-            "B8",
-            "scale",
-            "sync <= 20 s, RSS <= 1.5 GB, no overflow",
-            b8_scale::run,
-        ),
-    ];
-    for (id, what, target, f) in all {
-        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+    for b in ALL {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(b.id)) {
             continue;
         }
-        eprintln!("bench: running {id} ({what})");
+        eprintln!("bench: running {} ({})", b.id, b.title);
         let t = std::time::Instant::now();
-        match f(ctx) {
+        match (b.run)(ctx) {
             Ok(r) => rows.extend(r),
             Err(e) => {
-                eprintln!("bench: {id} failed: {e:#}");
-                rows.push(Row::failed(id, what, target, &e));
+                eprintln!("bench: {} failed: {e:#}", b.id);
+                rows.push(Row::failed(b.id, b.title, b.target, &e));
             }
         }
-        eprintln!("bench: {id} took {:.1} s", t.elapsed().as_secs_f64());
+        eprintln!("bench: {} took {:.1} s", b.id, t.elapsed().as_secs_f64());
     }
     rows
+}
+
+/// The "how each side is configured" section of the report.
+pub fn methodology(only: &[String]) -> String {
+    let mut s = String::new();
+    for b in ALL {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(b.id)) {
+            continue;
+        }
+        s.push_str(&format!(
+            "### {} {} (target {})\n\n{}\n\n",
+            b.id,
+            b.title,
+            b.target,
+            b.doc.trim()
+        ));
+    }
+    s
 }
 
 /// Events per second from a probe's first and last measured event.
@@ -151,13 +242,4 @@ pub fn rate(measured: u64, first_ns: u64, last_ns: u64) -> Option<f64> {
         return None;
     }
     Some((measured - 1) as f64 / ((last_ns - first_ns) as f64 / 1e9))
-}
-
-/// `a / b` formatted as a ratio.
-pub fn ratio(a: f64, b: f64) -> String {
-    if b == 0.0 {
-        "-".into()
-    } else {
-        format!("{:.2}x", a / b)
-    }
 }

@@ -136,6 +136,8 @@ pub struct DeltaFifo {
     state: Mutex<State>,
     notify: Notify,
     known: Arc<Indexer>,
+    /// Pops waiting for an item (a consumer parked on an empty queue).
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for DeltaFifo {
@@ -153,6 +155,7 @@ impl DeltaFifo {
             state: Mutex::new(State::default()),
             notify: Notify::new(),
             known,
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -291,8 +294,17 @@ impl DeltaFifo {
                     return false;
                 }
             }
+            self.waiting
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             notified.await;
+            self.waiting
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// Pops parked on an empty queue right now.
+    pub fn waiting_pops(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Takes the next key's deltas if any are queued. The caller processes them
@@ -545,6 +557,16 @@ mod tests {
         assert_eq!(kinds(&p), vec![(DeltaType::Deleted, "1".into(), true)]);
     }
 
+    /// Waits until a pop is parked on the empty queue (the positive signal
+    /// that it is waiting, not yet finished).
+    async fn parked(f: &DeltaFifo, h: &tokio::task::JoinHandle<impl Sized>) {
+        while f.waiting_pops() == 0 {
+            assert!(!h.is_finished(), "the pop returned with nothing queued");
+            tokio::task::yield_now().await;
+        }
+        assert!(!h.is_finished());
+    }
+
     #[tokio::test]
     async fn pop_waits_for_items_and_ends_on_close() {
         let (_ix, f) = fifo();
@@ -555,12 +577,12 @@ mod tests {
             f2.pop_process(|p| key = p.key.to_string()).await;
             key
         });
-        tokio::task::yield_now().await;
+        parked(&f, &h).await;
         f.add(obj("x", 1));
         assert_eq!(h.await.unwrap(), "ns/x");
         let f3 = f.clone();
         let h = tokio::spawn(async move { !f3.pop_process(|_| ()).await });
-        tokio::task::yield_now().await;
+        parked(&f, &h).await;
         f.close();
         assert!(h.await.unwrap());
     }

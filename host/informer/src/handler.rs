@@ -12,11 +12,13 @@
 //! by the replay that follows (I6).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasm_informer_selector::LabelSelector;
 
 use crate::notification::{Notification, NotificationRef};
+use crate::ownership::Ownership;
 
 /// The result of handing one notification to a handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +168,9 @@ pub struct HandlerOptions {
     pub namespace: Option<String>,
     /// Only objects whose labels match this selector (full Kubernetes syntax).
     pub label_selector: Option<String>,
+    /// Only objects this shared predicate owns; a change of the predicate
+    /// hands keys over (see [`crate::ownership`]). `None`: every object.
+    pub ownership: Option<Arc<Ownership>>,
 }
 
 impl Default for HandlerOptions {
@@ -176,6 +181,7 @@ impl Default for HandlerOptions {
             resync: None,
             namespace: None,
             label_selector: None,
+            ownership: None,
         }
     }
 }
@@ -232,6 +238,13 @@ impl HandlerOptions {
     /// one that moves it in as an add.
     pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
         self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects `ownership` owns, following its changes: keys it gains
+    /// arrive as a replay, keys it loses stop arriving.
+    pub fn ownership(mut self, ownership: Arc<Ownership>) -> Self {
+        self.ownership = Some(ownership);
         self
     }
 

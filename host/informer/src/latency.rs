@@ -105,6 +105,47 @@ impl LatencyHistogram {
     }
 }
 
+/// Counts read from a [`LatencyHistogram`] at one moment, for exposition as a
+/// cumulative histogram.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CumulativeCounts {
+    /// For each requested bound, how many recorded durations were below it.
+    pub below: Vec<u64>,
+    /// All recorded durations (the sum of every bucket read).
+    pub count: u64,
+    /// Their sum, in microseconds.
+    pub sum_us: u64,
+}
+
+impl LatencyHistogram {
+    /// How many recorded durations were below each of `bounds_us`
+    /// (ascending), in one pass over the buckets. A bound is exact when it
+    /// is a bucket edge: every value up to 8 and every power of two is one;
+    /// any other bound counts its whole bucket as above it.
+    pub fn cumulative_us(&self, bounds_us: &[u64]) -> CumulativeCounts {
+        let mut below = vec![0u64; bounds_us.len()];
+        let mut count = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            let c = b.load(Ordering::Relaxed);
+            if c == 0 {
+                continue;
+            }
+            count += c;
+            let hi = bounds(i).1;
+            for (j, bound) in bounds_us.iter().enumerate() {
+                if hi < *bound {
+                    below[j] += c;
+                }
+            }
+        }
+        CumulativeCounts {
+            below,
+            count,
+            sum_us: self.sum_us(),
+        }
+    }
+}
+
 /// A [`Handler`] that times every call of the handler it wraps.
 pub struct TimedHandler<H> {
     inner: H,
@@ -180,5 +221,23 @@ mod tests {
         assert_eq!(h.count(), 1000);
         assert_eq!(h.sum_us(), 500_500);
         assert_eq!(LatencyHistogram::default().quantile_us(0.5), 0);
+    }
+
+    #[test]
+    fn cumulative_counts_are_exact_at_powers_of_two() {
+        let h = LatencyHistogram::default();
+        for v in 0..5000u64 {
+            h.record_us(v);
+        }
+        h.record_us(10_000_000);
+        let bounds = [1, 4, 8, 64, 1024, 4096, 1 << 24];
+        let c = h.cumulative_us(&bounds);
+        let want: Vec<u64> = bounds
+            .iter()
+            .map(|b| (0..5000u64).filter(|v| v < b).count() as u64 + u64::from(*b > 10_000_000))
+            .collect();
+        assert_eq!(c.below, want);
+        assert_eq!(c.count, 5001);
+        assert_eq!(c.sum_us, (0..5000u64).sum::<u64>() + 10_000_000);
     }
 }

@@ -18,8 +18,10 @@
 //! This crate is one informer per resource, shared by any number of handlers:
 //!
 //! - a **Reflector** that lists (paged, or streaming where the server supports
-//!   it) and watches with bookmarks, relists when the server's history is gone
-//!   (410 Expired), and backs off on every other error;
+//!   it) and watches with bookmarks, relists from resourceVersion "" when the
+//!   server's history is gone (410 Expired) or went backwards (a too-large
+//!   resourceVersion, or a watch event older than one already seen), and
+//!   backs off on every other error;
 //! - a **DeltaFIFO** that merges an object's changes while it waits, and diffs
 //!   each relist against the cache so that vanished objects become deletes;
 //! - an **Indexer**: the cache, with a namespace index, custom indexes on any
@@ -30,7 +32,11 @@
 //!   changed (I4), and still ends with every object's final state (I5). A
 //!   handler added at any time first gets the current cache as its initial
 //!   state, then live changes, with no gap and no duplicate (I6). Each handler
-//!   may have its own resync period, namespace and label selector.
+//!   may have its own resync period, namespace and label selector, and an
+//!   ownership predicate shared with other handlers ([`Ownership`]): keys the
+//!   predicate gains arrive as a replay and keys it loses stop arriving, which
+//!   is what leader election and sharding build on. A resync never delays a
+//!   real change (syncs wait until none is pending).
 //!
 //! # Example
 //!
@@ -148,6 +154,7 @@ pub mod delta_fifo;
 pub mod indexer;
 pub mod processor;
 pub mod listener;
+pub mod ownership;
 pub mod latency;
 pub mod handler;
 pub mod registration;
@@ -168,6 +175,7 @@ pub use indexer::{IndexSpec, Indexer};
 pub use informer::{InformerBuilder, InformerConfig, InformerError, SharedInformer};
 pub use notification::{EventKind, Notification, NotificationRef};
 pub use object::{Object, ObjectRef, Transform};
+pub use ownership::{Handover, Ownership, Owns};
 pub use registration::Registration;
 #[cfg(feature = "client")]
 pub use registry::{InformerLease, InformerRegistry};

@@ -11,12 +11,24 @@
 //! Invariants:
 //! - I1: `ListenerShared::push` is O(1) (one map or queue operation under the
 //!   listener's own mutex) and never awaits anything.
-//! - I3: while the queue has room and no key is pending, notifications are queued
-//!   in dispatch order; per-key order always holds (a pending key is resolved only
-//!   after every notification queued before it was taken).
+//! - I3: while the queue has room and no key is pending, real changes (adds,
+//!   updates, deletes) are queued in dispatch order; per-key order always holds
+//!   (a pending key is resolved only after every notification queued before it
+//!   was taken).
+//! - Resync never delays a real change: a Synced notification is not queued but
+//!   recorded as a key due a sync (one entry per key, merged into a pending
+//!   change of the same key, and dropped when a real change for the key
+//!   follows). Syncs are delivered only when nothing else is waiting (no
+//!   replay, no queued notification, no pending key), resolved against the
+//!   Indexer like pending keys. So after churn stops a handler converges
+//!   within about (pending keys) / (its event rate), whatever its resync
+//!   period; one whose resync period is shorter than the time it needs to go
+//!   through the cache keeps getting syncs in the gaps, and each resync that
+//!   comes due while the previous one's syncs are still waiting is counted in
+//!   `resync_overruns`.
 //! - I4: at most `capacity` full notifications are held, counting those queued
 //!   and the batch in the handler's hands; on overflow the only growth is one
-//!   `DirtyEntry` per distinct key.
+//!   `DirtyEntry` per distinct key, and syncs due cost one key each.
 //! - I5: a pending key is resolved against the Indexer while the dispatcher is
 //!   excluded, to the current object (`Added` if the handler never knew the key,
 //!   `Updated` if it did) or, for a key it knew that is gone, a `Deleted` flagged
@@ -27,18 +39,23 @@
 //!   before the informer's first list is complete gets that list the same way:
 //!   as one snapshot when the informer syncs (adds flagged `in_initial_list`,
 //!   in cache order rather than list order).
+//! - Ownership (see [`crate::ownership`]): a listener registered with an
+//!   [`crate::ownership::Ownership`] queues only notifications of objects its
+//!   predicate owns, and a change of predicate is applied while the dispatcher
+//!   is excluded, so that a gained key's replay and its live events neither
+//!   overlap nor leave a gap.
 
 #![warn(missing_docs)]
 
 use std::collections::hash_map::Entry as MapEntry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::latency::LatencyHistogram;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tokio::sync::Notify;
 use wasm_informer_selector::LabelSelector;
@@ -47,6 +64,7 @@ use crate::handler::{Delivery, Handler, HandlerOptions, HandlerOptionsError};
 use crate::indexer::Indexer;
 use crate::notification::{EventKind, Notification, NotificationRef};
 use crate::object::{Object, ObjectMeta, ObjectRef};
+use crate::ownership::Owns;
 
 /// Live counters of one listener; plain atomics, readable at any time.
 #[derive(Debug, Default)]
@@ -74,6 +92,11 @@ pub struct ListenerStats {
     pub pending_keys: AtomicU64,
     /// Largest number of pending keys seen.
     pub max_pending_keys: AtomicU64,
+    /// Keys due a sync, waiting behind real changes.
+    pub pending_syncs: AtomicU64,
+    /// Resyncs that came due while syncs of the previous one were still
+    /// waiting: the handler cannot keep up with its resync period.
+    pub resync_overruns: AtomicU64,
     /// Handler error results.
     pub handler_errors: AtomicU64,
     /// `Delivery::Restarted` results (each followed by a replay).
@@ -111,6 +134,10 @@ pub struct ListenerStatsSnapshot {
     pub pending_keys: u64,
     /// See [`ListenerStats::max_pending_keys`].
     pub max_pending_keys: u64,
+    /// See [`ListenerStats::pending_syncs`].
+    pub pending_syncs: u64,
+    /// See [`ListenerStats::resync_overruns`].
+    pub resync_overruns: u64,
     /// See [`ListenerStats::handler_errors`].
     pub handler_errors: u64,
     /// See [`ListenerStats::restarts`].
@@ -139,6 +166,8 @@ impl ListenerStats {
             max_depth: r(&self.max_depth),
             pending_keys: r(&self.pending_keys),
             max_pending_keys: r(&self.max_pending_keys),
+            pending_syncs: r(&self.pending_syncs),
+            resync_overruns: r(&self.resync_overruns),
             handler_errors: r(&self.handler_errors),
             restarts: r(&self.restarts),
             panics: r(&self.panics),
@@ -189,6 +218,11 @@ struct State {
     /// When the pending replay was snapshotted.
     replay_since: Option<Instant>,
     dirty: HashMap<Arc<str>, DirtyEntry>,
+    /// Keys due a sync, in the order they became due (with stale entries for
+    /// keys since taken out of `sync_set`, skipped when popped).
+    sync_order: VecDeque<Arc<str>>,
+    /// Keys due a sync: one entry per key.
+    sync_set: HashSet<Arc<str>>,
     closed: bool,
     /// Items made available (replay + queued), and items handled.
     accepted: u64,
@@ -196,6 +230,23 @@ struct State {
     /// Set when the informer has synced and the listener got the cache:
     /// HasSynced needs `consumed >= target`.
     sync_target: Option<u64>,
+    /// Objects of the batch in the handler's hands (empty when idle), so that
+    /// an ownership change knows whether it must wait for that batch.
+    in_hand: Vec<ObjectRef>,
+    /// Batches taken, and the number of the last one finished.
+    batch_seq: u64,
+    done_seq: u64,
+}
+
+/// What an ownership change did to one listener.
+pub(crate) struct Rebased {
+    /// Cached keys queued as a replay.
+    pub(crate) gained: u64,
+    /// Cached keys no longer delivered.
+    pub(crate) released: u64,
+    /// The batch in the handler's hands holds a key no longer owned: the
+    /// change is complete once batch number `wait_for` is finished.
+    pub(crate) wait_for: Option<u64>,
 }
 
 /// The part of a listener shared between the dispatcher and its task.
@@ -212,6 +263,11 @@ pub(crate) struct ListenerShared {
     /// Set by the processor when this listener is due a resync.
     pub(crate) resync_due: AtomicBool,
     pub(crate) next_resync: Mutex<Option<tokio::time::Instant>>,
+    /// The ownership predicate this listener applies (`None`: owns
+    /// everything). Changed only with the dispatcher excluded.
+    owns: RwLock<Option<Arc<dyn Owns>>>,
+    /// Signalled when a batch is finished or the listener closes.
+    finished: Notify,
 }
 
 impl ListenerShared {
@@ -233,8 +289,135 @@ impl ListenerShared {
             synced: AtomicBool::new(false),
             resync_due: AtomicBool::new(false),
             next_resync: Mutex::new(None),
+            owns: RwLock::new(None),
+            finished: Notify::new(),
             config,
         })
+    }
+
+    /// Installs the ownership predicate of a listener not yet registered with
+    /// the processor.
+    pub(crate) fn install_owns(&self, p: Arc<dyn Owns>) {
+        *self.owns.write() = Some(p);
+    }
+
+    /// Whether this listener's ownership predicate owns `o`.
+    fn owned(&self, o: &Object) -> bool {
+        self.owns
+            .read()
+            .as_ref()
+            .is_none_or(|p| p.owns(&self.resource, o))
+    }
+
+    /// Drops a notification of a key this listener does not own. An update
+    /// that brings an object into ownership (its controller changed) becomes
+    /// an add; one that takes it out is dropped, like any released key.
+    fn keep_owned(&self, n: NotificationRef) -> Option<NotificationRef> {
+        let guard = self.owns.read();
+        let Some(p) = guard.as_ref() else {
+            return Some(n);
+        };
+        let new_in = p.owns(&self.resource, &n.object);
+        if n.kind != EventKind::Updated {
+            return new_in.then_some(n);
+        }
+        let old_in = n.old.as_ref().map_or(new_in, |o| p.owns(&self.resource, o));
+        match (old_in, new_in) {
+            (_, false) => None,
+            (true, true) => Some(n),
+            (false, true) => Some(Arc::new(Notification {
+                kind: EventKind::Added,
+                old: None,
+                ..(*n).clone()
+            })),
+        }
+    }
+
+    /// Applies a new ownership predicate (the caller holds no gate): drops
+    /// what is queued, pending or replayed for keys `next` does not own, and
+    /// queues the cached objects of keys it owns and `previous` did not as a
+    /// replay, with the dispatcher excluded.
+    pub(crate) fn rebase(&self, previous: &dyn Owns, next: &Arc<dyn Owns>) -> Rebased {
+        let _gate = self.gate.lock.lock();
+        *self.owns.write() = Some(next.clone());
+        let res: &str = &self.resource;
+        let informer_synced = self.gate.synced.load(Ordering::Acquire);
+        let mut gained = Vec::new();
+        let mut released = 0u64;
+        if informer_synced {
+            for o in self.gate.indexer.snapshot() {
+                if !self.wants(&o) {
+                    continue;
+                }
+                match (previous.owns(res, &o), next.owns(res, &o)) {
+                    (false, true) => gained.push(o),
+                    (true, false) => released += 1,
+                    _ => {}
+                }
+            }
+        }
+        let mut st = self.state.lock();
+        if st.closed {
+            return Rebased {
+                gained: 0,
+                released,
+                wait_for: None,
+            };
+        }
+        let before = st.queue.len() + st.replay.len();
+        st.queue.retain(|(n, _)| next.owns(res, &n.object));
+        st.replay.retain(|o| next.owns(res, o));
+        let dropped = before - (st.queue.len() + st.replay.len());
+        st.consumed += dropped as u64;
+        let indexer = &self.gate.indexer;
+        st.dirty.retain(|key, e| {
+            let obj = indexer
+                .get(key)
+                .or_else(|| e.tomb.clone())
+                .unwrap_or_else(|| tombstone(key));
+            next.owns(res, &obj)
+        });
+        let n_gained = gained.len() as u64;
+        if !gained.is_empty() {
+            if st.replay.is_empty() {
+                st.replay_since = Some(Instant::now());
+            }
+            st.accepted += n_gained;
+            st.replay.extend(gained);
+        }
+        let wait_for = st
+            .in_hand
+            .iter()
+            .any(|o| !next.owns(res, o))
+            .then_some(st.batch_seq);
+        self.check_synced(&st);
+        self.set_depth(&st);
+        drop(st);
+        self.notify.notify_one();
+        Rebased {
+            gained: n_gained,
+            released,
+            wait_for,
+        }
+    }
+
+    /// Resolves once batch number `seq` is finished or the listener closed.
+    pub(crate) async fn batch_finished(&self, seq: u64) {
+        loop {
+            let finished = self.finished.notified();
+            {
+                let st = self.state.lock();
+                if st.closed || st.done_seq >= seq {
+                    return;
+                }
+            }
+            finished.await;
+        }
+    }
+
+    /// Whether the listener is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.lock().closed
     }
 
     fn wants(&self, o: &Object) -> bool {
@@ -285,6 +468,9 @@ impl ListenerShared {
         let p = st.dirty.len() as u64;
         self.stats.pending_keys.store(p, Ordering::Relaxed);
         self.stats.max_pending_keys.fetch_max(p, Ordering::Relaxed);
+        self.stats
+            .pending_syncs
+            .store(st.sync_set.len() as u64, Ordering::Relaxed);
     }
 
     /// Hands a notification to this listener. Called by the dispatcher with the
@@ -300,9 +486,26 @@ impl ListenerShared {
             return;
         }
         let Some(n) = self.filter(n) else { return };
+        let Some(n) = self.keep_owned(n) else { return };
         let mut st = self.state.lock();
         if st.closed {
             return;
+        }
+        if is_sync && n.kind == EventKind::Synced {
+            // Deferred behind real changes, merged into a pending change of
+            // the same key, one entry per key.
+            if !st.dirty.contains_key(&n.key) && st.sync_set.insert(n.key.clone()) {
+                st.sync_order.push_back(n.key.clone());
+                compact_syncs(&mut st);
+            }
+            self.set_depth(&st);
+            drop(st);
+            self.notify.notify_one();
+            return;
+        }
+        if !st.sync_set.is_empty() {
+            // A real change supersedes a sync of the same key.
+            st.sync_set.remove(&n.key);
         }
         if st.dirty.is_empty() && st.queue.len() + st.in_flight < self.config.queue_capacity {
             st.queue.push_back((n, Instant::now()));
@@ -348,7 +551,7 @@ impl ListenerShared {
                 .indexer
                 .snapshot()
                 .into_iter()
-                .filter(|o| self.wants(o))
+                .filter(|o| self.wants(o) && self.owned(o))
                 .collect()
         } else {
             Vec::new()
@@ -358,6 +561,8 @@ impl ListenerShared {
         st.consumed += st.queue.len() as u64 + st.replay.len() as u64;
         st.queue.clear();
         st.dirty.clear();
+        st.sync_set.clear();
+        st.sync_order.clear();
         st.accepted += snap.len() as u64;
         st.replay = snap.into();
         st.replay_since = Some(Instant::now());
@@ -399,9 +604,12 @@ impl ListenerShared {
         st.queue.clear();
         st.dirty.clear();
         st.replay.clear();
+        st.sync_set.clear();
+        st.sync_order.clear();
         self.set_depth(&st);
         drop(st);
         self.notify.notify_one();
+        self.finished.notify_waiters();
     }
 
     /// The next notifications for the handler, in order: at least one (waiting
@@ -429,12 +637,22 @@ impl ListenerShared {
                 }
                 if !batch.is_empty() {
                     st.in_flight = from_queue;
+                    st.batch_seq += 1;
+                    st.in_hand = batch.iter().map(|(n, _)| n.object.clone()).collect();
                     self.set_depth(&st);
                     return Some(batch);
                 }
                 if !st.dirty.is_empty() {
                     drop(st);
                     self.resolve_pending();
+                    continue;
+                }
+                if !st.sync_set.is_empty() {
+                    drop(st);
+                    let syncs = self.resolve_syncs(max.max(1));
+                    if !syncs.is_empty() {
+                        return Some(syncs);
+                    }
                     continue;
                 }
             }
@@ -479,6 +697,11 @@ impl ListenerShared {
                 continue;
             };
             let current = self.gate.indexer.get(&key).filter(|o| self.wants(o));
+            if current.as_ref().is_some_and(|o| !self.owned(o)) {
+                // Its controller changed while pending: no longer this
+                // listener's key.
+                continue;
+            }
             let mk = |kind, object: ObjectRef, fsu| {
                 Arc::new(Notification {
                     kind,
@@ -526,6 +749,58 @@ impl ListenerShared {
         self.set_depth(&st);
     }
 
+    /// Takes up to `max` keys due a sync, when nothing else is waiting, and
+    /// turns them into Synced notifications of the current cached objects,
+    /// with the dispatcher excluded (as [`ListenerShared::resolve_pending`]).
+    /// A key no longer cached, or no longer in this listener's view, has a
+    /// real change of its own and gets no sync.
+    fn resolve_syncs(&self, max: usize) -> Vec<(NotificationRef, Instant)> {
+        let _gate = self.gate.lock.lock();
+        let mut st = self.state.lock();
+        let mut out = Vec::new();
+        if st.closed || !st.queue.is_empty() || !st.replay.is_empty() || !st.dirty.is_empty() {
+            return out;
+        }
+        let now = Instant::now();
+        while out.len() < max {
+            let Some(key) = st.sync_order.pop_front() else {
+                break;
+            };
+            if !st.sync_set.remove(&key) {
+                continue;
+            }
+            let Some(obj) = self.gate.indexer.get(&key).filter(|o| self.wants(o)) else {
+                continue;
+            };
+            out.push((
+                Arc::new(Notification {
+                    kind: EventKind::Synced,
+                    resource: self.resource.clone(),
+                    key,
+                    object: obj.clone(),
+                    old: Some(obj),
+                    in_initial_list: false,
+                    final_state_unknown: false,
+                }),
+                now,
+            ));
+        }
+        if st.sync_set.is_empty() {
+            st.sync_order.clear();
+        }
+        // Handed over directly: count them as accepted, as batch_done will
+        // count them as consumed.
+        st.accepted += out.len() as u64;
+        st.in_flight = 0;
+        self.set_depth(&st);
+        out
+    }
+
+    /// Keys due a sync that have not been delivered yet.
+    pub(crate) fn sync_backlog(&self) -> u64 {
+        self.stats.pending_syncs.load(Ordering::Relaxed)
+    }
+
     /// Counts one handled notification in the stats.
     fn record(&self, n: &Notification, delivery: &Delivery) {
         match delivery {
@@ -552,9 +827,13 @@ impl ListenerShared {
     fn batch_done(&self, len: usize) {
         let mut st = self.state.lock();
         st.in_flight = 0;
+        st.in_hand.clear();
+        st.done_seq = st.batch_seq;
         st.consumed += len as u64;
         self.set_depth(&st);
         self.check_synced(&st);
+        drop(st);
+        self.finished.notify_waiters();
     }
 
     /// Number of pending keys (the overflow bookkeeping), for tests.
@@ -566,6 +845,23 @@ impl ListenerShared {
     pub(crate) fn queued(&self) -> usize {
         self.state.lock().queue.len()
     }
+
+    /// Number of keys due a sync, for tests.
+    pub(crate) fn pending_syncs(&self) -> usize {
+        self.state.lock().sync_set.len()
+    }
+}
+
+/// Drops the stale entries of `sync_order` once they outnumber the live ones,
+/// so that it stays O(keys) however often syncs are superseded.
+fn compact_syncs(st: &mut State) {
+    if st.sync_order.len() <= 2 * st.sync_set.len() + 1024 {
+        return;
+    }
+    let mut seen = HashSet::with_capacity(st.sync_set.len());
+    let live = &st.sync_set;
+    st.sync_order
+        .retain(|k| live.contains(k) && seen.insert(k.clone()));
 }
 
 /// A minimal object standing for a deleted key whose last state was not kept.

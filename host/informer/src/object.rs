@@ -55,6 +55,32 @@ pub struct ObjectMeta {
     pub deletion_timestamp: Option<String>,
     /// The `uid` of each of `metadata.ownerReferences`.
     pub owner_uids: Vec<String>,
+    /// The owner reference marked `controller: true`, if any.
+    pub controller: Option<ControllerRef>,
+}
+
+/// The controlling owner of an object (its `ownerReferences` entry with
+/// `controller: true`): what a controller that manages the owner watches the
+/// object for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControllerRef {
+    /// `apiVersion` of the owner, for example `apps/v1`.
+    pub api_version: String,
+    /// `kind` of the owner, for example `ReplicaSet`.
+    pub kind: String,
+    /// `name` of the owner (in the object's namespace, or cluster-scoped).
+    pub name: String,
+    /// `uid` of the owner.
+    pub uid: String,
+}
+
+impl ControllerRef {
+    /// The API group of the owner (`""` for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _version)| group)
+    }
 }
 
 /// One cached object.
@@ -78,9 +104,18 @@ pub enum ObjectError {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct OwnerRef {
     #[serde(default)]
     uid: String,
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    controller: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -152,6 +187,17 @@ impl Object {
         }
         out.push('}');
         let name = meta_in.name.ok_or(ObjectError::MissingName)?;
+        let owners = meta_in.owner_references.unwrap_or_default();
+        let controller =
+            owners
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| ControllerRef {
+                    api_version: o.api_version.clone(),
+                    kind: o.kind.clone(),
+                    name: o.name.clone(),
+                    uid: o.uid.clone(),
+                });
         Ok(Object {
             meta: ObjectMeta {
                 namespace: meta_in.namespace.filter(|n| !n.is_empty()),
@@ -163,12 +209,8 @@ impl Object {
                 annotations: meta_in.annotations.unwrap_or_default(),
                 creation_timestamp: meta_in.creation_timestamp,
                 deletion_timestamp: meta_in.deletion_timestamp,
-                owner_uids: meta_in
-                    .owner_references
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|o| o.uid)
-                    .collect(),
+                owner_uids: owners.into_iter().map(|o| o.uid).collect(),
+                controller,
             },
             json: out.into_boxed_str(),
         })

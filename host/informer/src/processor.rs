@@ -10,6 +10,8 @@
 //!   consumer; the dispatcher never awaits anything while holding the gate.
 //! - I6: adding a listener takes its snapshot and registers it under the gate,
 //!   so it sees every change exactly once: in the snapshot or as a live event.
+//!   A listener with an ownership predicate takes that predicate in the same
+//!   step, so its snapshot and its live events follow one predicate.
 
 #![warn(missing_docs)]
 
@@ -177,10 +179,19 @@ impl Processor {
         if let Some(p) = shared.config.resync {
             *shared.next_resync.lock() = Some(Instant::now() + p);
         }
-        {
+        let register = |owns: Option<Arc<dyn crate::ownership::Owns>>| {
             let _g = self.gate.lock.lock();
+            if let Some(p) = owns {
+                shared.install_owns(p);
+            }
             shared.load_snapshot_locked();
             self.listeners.write().push(shared.clone());
+        };
+        match shared.config.ownership.clone() {
+            // Attached under the ownership's change lock, so a change cannot
+            // slip between the predicate it starts with and its attachment.
+            Some(o) => o.attach(&shared, |p| register(Some(p))),
+            None => register(None),
         }
         let task = spawn_listener(shared.clone(), handler);
         Ok(Registration::new(shared, Arc::downgrade(self), task))
@@ -212,6 +223,12 @@ impl Processor {
             };
             if due || next.is_none() {
                 *next = Some(now + period);
+            }
+            if due && l.sync_backlog() > 0 {
+                // The previous resync's syncs are still waiting: this
+                // handler cannot keep up with its period. Its syncs merge
+                // (one per key) and still wait behind real changes.
+                l.stats.resync_overruns.fetch_add(1, Ordering::Relaxed);
             }
             l.resync_due.store(due, Ordering::Relaxed);
             any |= due;

@@ -1,18 +1,48 @@
 //! The Reflector: the only component that talks to the API server. It lists and
 //! watches one resource and feeds the DeltaFIFO.
 //!
-//! Job: paged list (limit 500, resourceVersion "0" first and "" after a 410),
-//! or a streaming list (`sendInitialEvents`) where the server supports it; then a
-//! watch from the last resourceVersion with bookmarks and a random timeout in
-//! [300, 600] s; relist on 410 only; back off (800 ms → 30 s, x2, jitter, reset
-//! after 2 min) on every other error, honouring `Retry-After` on 429.
+//! Job: paged list (limit 500, resourceVersion "0" first and "" after the
+//! server's history became unusable), or a streaming list (`sendInitialEvents`)
+//! where the server supports it; then a watch from the last resourceVersion
+//! with bookmarks and a random timeout in [300, 600] s; back off (800 ms → 30 s,
+//! x2, jitter, reset after 2 min) on every other error, honouring `Retry-After`
+//! on 429.
+//!
+//! When it relists. A relist (a list from resourceVersion "", a quorum read,
+//! whose Replaced diff turns vanished objects into deletes flagged
+//! final-state-unknown and objects whose resourceVersion changed, even
+//! downwards, into updates) happens exactly when the server says the
+//! resourceVersion we hold is not usable, as client-go's reflector decides
+//! (`isExpiredError`, `isTooLargeResourceVersionError`, then
+//! `relistResourceVersion` returning "" while the last one is unavailable):
+//! - **410 Expired** (reason `Expired` or `Gone`): an ERROR event with code
+//!   410 in a watch stream, or HTTP 410 on a list or a continued list. Our
+//!   history is older than the server keeps.
+//! - **Too large resource version**: HTTP 504 whose Status has the cause
+//!   `ResourceVersionTooLarge` (or, from servers before 1.18.6, reason
+//!   `Timeout` with the message "Too large resource version"), on a list, on a
+//!   watch request, or as an ERROR event in a watch stream. The server is
+//!   behind the version we hold: it was restored from a backup, or a load
+//!   balancer moved us to a lagging replica.
+//! - **Any other sign that the server's history went backwards**: a watch
+//!   event or bookmark whose resourceVersion is lower than one this watch has
+//!   already passed. Kubernetes resourceVersions are opaque strings, but every
+//!   server in practice (etcd revisions, and apisim) issues increasing
+//!   integers; the comparison is made only when both parse as integers.
+//!
+//! Any other failure (a dropped or cut stream, 5xx, 429, a timeout) resumes the
+//! watch from the last resourceVersion after the backoff, with no relist: the
+//! server still has our history, so no delta is lost or invented. This is
+//! narrower than "relist on 410 only" by exactly the two cases above, where a
+//! resumed watch could never catch up (a too-large version is refused forever)
+//! or would miss every change the lost history held.
 //!
 //! Invariants:
 //! - objects are read as raw JSON and become [`Object`]s through the configured
 //!   [`Transform`]; no `serde_json::Value` tree is built per object;
-//! - a relist happens only after a 410 (ERROR event in the stream, or HTTP 410 on
-//!   a request); any other failure resumes the watch from the last
-//!   resourceVersion, so no delta is lost or invented;
+//! - a relist happens only for the reasons above, always from resourceVersion
+//!   "", and is counted by its reason (`relists_410`, `relists_too_large`,
+//!   `relists_rv_regressed`);
 //! - a bookmark advances the resourceVersion and produces no delta;
 //! - `last_sync_resource_version` is only ever a version the server sent.
 
@@ -120,11 +150,18 @@ pub struct ReflectorStats {
     pub watch_restarts: AtomicU64,
     /// Relists caused by 410 Expired.
     pub relists_410: AtomicU64,
+    /// Relists caused by a too-large resourceVersion (504
+    /// `ResourceVersionTooLarge`): the server is behind the version we held.
+    pub relists_too_large: AtomicU64,
+    /// Relists caused by a watch event older than one already seen: the
+    /// server's history went backwards.
+    pub relists_rv_regressed: AtomicU64,
     /// Bookmarks received.
     pub bookmarks: AtomicU64,
     /// Watch events turned into deltas.
     pub events: AtomicU64,
-    /// Errors (other than 410) that led to a backoff or Retry-After wait.
+    /// Errors (other than those that relist) that led to a backoff or
+    /// Retry-After wait.
     pub errors: AtomicU64,
     /// Objects that could not be decoded and were skipped.
     pub decode_errors: AtomicU64,
@@ -150,6 +187,10 @@ pub struct ReflectorStatsSnapshot {
     pub watch_restarts: u64,
     /// See [`ReflectorStats::relists_410`].
     pub relists_410: u64,
+    /// See [`ReflectorStats::relists_too_large`].
+    pub relists_too_large: u64,
+    /// See [`ReflectorStats::relists_rv_regressed`].
+    pub relists_rv_regressed: u64,
     /// See [`ReflectorStats::bookmarks`].
     pub bookmarks: u64,
     /// See [`ReflectorStats::events`].
@@ -188,6 +229,8 @@ impl ReflectorStats {
             watches: r(&self.watches),
             watch_restarts: r(&self.watch_restarts),
             relists_410: r(&self.relists_410),
+            relists_too_large: r(&self.relists_too_large),
+            relists_rv_regressed: r(&self.relists_rv_regressed),
             bookmarks: r(&self.bookmarks),
             events: r(&self.events),
             errors: r(&self.errors),
@@ -214,6 +257,10 @@ impl ReflectorStats {
 enum Failure {
     /// 410 Expired: relist.
     Gone(String),
+    /// 504 Too large resource version: relist.
+    TooLarge(String),
+    /// A resourceVersion older than one already seen: relist.
+    Regressed(String),
     /// 429 with a usable Retry-After.
     RetryAfter(Duration, String),
     /// The server refused the streaming-list parameters.
@@ -279,9 +326,62 @@ struct StatusObject {
     reason: Option<String>,
     #[serde(default)]
     message: Option<String>,
+    #[serde(default)]
+    details: Option<StatusDetails>,
 }
 
+#[derive(Deserialize, Default)]
+struct StatusDetails {
+    #[serde(default)]
+    causes: Vec<StatusCause>,
+}
+
+#[derive(Deserialize, Default)]
+struct StatusCause {
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// The message of a too-large resourceVersion, as servers before 1.17 and
+/// 1.17.0-1.18.5 (which set no cause) write it.
+const TOO_LARGE_MESSAGE: &str = "Too large resource version";
+
 impl StatusObject {
+    /// 410 Expired (or Gone, as servers before 1.18 also say).
+    fn is_expired(&self, http: Option<u16>) -> bool {
+        self.code.or(http) == Some(410)
+            || matches!(self.reason.as_deref(), Some("Expired" | "Gone"))
+    }
+
+    /// A too-large resourceVersion, as client-go's
+    /// `isTooLargeResourceVersionError` tells it: the
+    /// `ResourceVersionTooLarge` cause; or, from older servers, a Timeout
+    /// whose cause or message says "Too large resource version".
+    fn is_too_large(&self, http: Option<u16>) -> bool {
+        let causes = self
+            .details
+            .as_ref()
+            .map(|d| d.causes.as_slice())
+            .unwrap_or(&[]);
+        if causes
+            .iter()
+            .any(|c| c.reason.as_deref() == Some("ResourceVersionTooLarge"))
+        {
+            return true;
+        }
+        let timeout = self.code.or(http) == Some(504) || self.reason.as_deref() == Some("Timeout");
+        timeout
+            && (causes
+                .iter()
+                .any(|c| c.message.as_deref() == Some(TOO_LARGE_MESSAGE))
+                || self
+                    .message
+                    .as_deref()
+                    .is_some_and(|m| m.contains(TOO_LARGE_MESSAGE)))
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} {}: {}",
@@ -423,14 +523,28 @@ impl Reflector {
     async fn after_failure(&mut self, f: Failure, need_list: &mut bool, list_rv: &mut String) {
         let now = Instant::now();
         let was_watching = !*need_list;
+        let relist = match &f {
+            Failure::Gone(msg) => Some((&self.stats.relists_410, "410 Expired", msg)),
+            Failure::TooLarge(msg) => Some((
+                &self.stats.relists_too_large,
+                "the server is behind our resourceVersion",
+                msg,
+            )),
+            Failure::Regressed(msg) => Some((
+                &self.stats.relists_rv_regressed,
+                "the server's history went backwards",
+                msg,
+            )),
+            _ => None,
+        };
+        if let Some((counter, why, msg)) = relist {
+            tracing::info!(resource = %self.spec.id, %msg, "{why}: relisting from resourceVersion \"\"");
+            ReflectorStats::inc(counter);
+            *need_list = true;
+            *list_rv = String::new();
+            return;
+        }
         let (reason, wait, msg) = match f {
-            Failure::Gone(msg) => {
-                tracing::info!(resource = %self.spec.id, %msg, "410 Expired: relisting");
-                ReflectorStats::inc(&self.stats.relists_410);
-                *need_list = true;
-                *list_rv = String::new();
-                return;
-            }
             Failure::RetryAfter(d, msg) => {
                 self.backoff.next_delay(now);
                 (
@@ -441,6 +555,9 @@ impl Reflector {
             }
             Failure::StreamingUnsupported(msg) | Failure::Status(_, msg) | Failure::Other(msg) => {
                 (WaitReason::Backoff, self.backoff.next_delay(now), msg)
+            }
+            Failure::Gone(_) | Failure::TooLarge(_) | Failure::Regressed(_) => {
+                unreachable!("handled above")
             }
         };
         tracing::warn!(resource = %self.spec.id, error = %msg, wait_ms = wait.as_millis() as u64, "list/watch failed; retrying");
@@ -482,9 +599,15 @@ impl Reflector {
             .await
             .unwrap_or_default();
         let st: StatusObject = serde_json::from_slice(&body).unwrap_or_default();
-        let msg = format!("{what}: HTTP {}: {}", status.as_u16(), st.describe());
-        Err(match status.as_u16() {
-            410 => Failure::Gone(msg),
+        let code = status.as_u16();
+        let msg = format!("{what}: HTTP {code}: {}", st.describe());
+        if code == 410 {
+            return Err(Failure::Gone(msg));
+        }
+        if st.is_too_large(Some(code)) {
+            return Err(Failure::TooLarge(msg));
+        }
+        Err(match code {
             429 => match retry_after {
                 Some(s) => Failure::RetryAfter(Duration::from_secs(s), msg),
                 None => Failure::Status(429, msg),
@@ -667,6 +790,19 @@ impl Reflector {
         }
     }
 
+    /// Ends the stream with [`Failure::Regressed`] when a watch event carries
+    /// a resourceVersion lower than `current`, the one this watch has already
+    /// passed (both must parse as integers; see the module documentation).
+    fn check_not_regressed(&self, current: &str, new: &str, what: &str) -> Result<(), StreamEnd> {
+        match (current.parse::<u64>(), new.parse::<u64>()) {
+            (Ok(c), Ok(n)) if n < c => Err(StreamEnd::Failed(Failure::Regressed(format!(
+                "watch of {}: {what} at resourceVersion {n}, older than {c} already seen",
+                self.spec.id
+            )))),
+            _ => Ok(()),
+        }
+    }
+
     /// Applies one watch line. `Err` ends the stream.
     fn event(
         &mut self,
@@ -691,6 +827,9 @@ impl Reflector {
                         }
                     };
                 let new_rv = obj.meta.resource_version.clone();
+                if initial.is_none() {
+                    self.check_not_regressed(rv, &new_rv, ev.kind)?;
+                }
                 ReflectorStats::inc(&self.stats.events);
                 if let Some(init) = initial.as_mut() {
                     if ev.kind == "DELETED" {
@@ -716,6 +855,11 @@ impl Reflector {
             "BOOKMARK" => {
                 let b: BookmarkObject = serde_json::from_str(ev.object.get()).unwrap_or_default();
                 ReflectorStats::inc(&self.stats.bookmarks);
+                if initial.is_none() {
+                    if let Some(new_rv) = b.metadata.resource_version.as_deref() {
+                        self.check_not_regressed(rv, new_rv, "BOOKMARK")?;
+                    }
+                }
                 if let Some(new_rv) = b.metadata.resource_version.filter(|r| !r.is_empty()) {
                     *rv = new_rv;
                 }
@@ -749,8 +893,10 @@ impl Reflector {
             "ERROR" => {
                 let st: StatusObject = serde_json::from_str(ev.object.get()).unwrap_or_default();
                 let msg = format!("watch of {}: ERROR event {}", self.spec.id, st.describe());
-                Err(StreamEnd::Failed(if st.code == Some(410) {
+                Err(StreamEnd::Failed(if st.is_expired(None) {
                     Failure::Gone(msg)
+                } else if st.is_too_large(None) {
+                    Failure::TooLarge(msg)
                 } else {
                     Failure::Other(msg)
                 }))

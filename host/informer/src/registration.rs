@@ -75,6 +75,12 @@ impl Registration {
         self.shared.queued()
     }
 
+    /// Keys due a sync, waiting until no real change is (see
+    /// [`crate::listener`]).
+    pub fn pending_syncs(&self) -> usize {
+        self.shared.pending_syncs()
+    }
+
     /// Runs `f` once the listener has been removed (used to release the informer).
     #[cfg(feature = "client")]
     pub(crate) fn set_on_remove(&mut self, f: Box<dyn FnOnce() + Send + Sync>) {

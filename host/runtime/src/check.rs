@@ -37,6 +37,10 @@ fn worlds() -> String {
 fn versions() -> String {
     World::versions().join(" and ")
 }
+use super::limits::PluginLimits;
+use super::memory_floor::{
+    check_floor_pages, memory_floor_pages, MemoryFloorError, WASM_PAGE_BYTES,
+};
 
 /// WASI 0.2 interfaces the linker provides (any `0.2.x` version).
 pub const PROVIDED_WASI: &[&str] = &[
@@ -85,6 +89,21 @@ pub struct CheckReport {
     pub exports: Vec<String>,
     /// File size.
     pub size_bytes: usize,
+    /// Initial size of its largest linear memory, in pages of 64 KiB (what
+    /// `memory_mb` must allow for it to start at all), when known.
+    pub memory_floor_pages: Option<u64>,
+}
+
+impl CheckReport {
+    /// Checks the component's memory floor against a manifest's limits.
+    pub fn check_limits(&self, limits: &PluginLimits) -> Result<(), CheckError> {
+        check_floor_pages(self.memory_floor_pages, limits).map_err(|source| {
+            CheckError::MemoryFloor {
+                path: self.path.clone(),
+                source,
+            }
+        })
+    }
 }
 
 impl fmt::Display for CheckReport {
@@ -92,6 +111,13 @@ impl fmt::Display for CheckReport {
         writeln!(f, "{}: ok ({} bytes)", self.path, self.size_bytes)?;
         writeln!(f, "world: {}", self.world)?;
         writeln!(f, "version: {}", self.version)?;
+        if let Some(pages) = self.memory_floor_pages {
+            writeln!(
+                f,
+                "memory: starts with {pages} pages ({:.1} MiB); memory_mb must allow that",
+                (pages * WASM_PAGE_BYTES) as f64 / f64::from(1u32 << 20)
+            )?;
+        }
         writeln!(f, "imports:")?;
         for i in &self.imports {
             writeln!(f, "  {i}")?;
@@ -151,6 +177,11 @@ pub enum CheckError {
     Link { path: String, detail: String },
     #[error("{path}: cannot compile: {detail}")]
     Compile { path: String, detail: String },
+    #[error("{path}: {source}")]
+    MemoryFloor {
+        path: String,
+        source: MemoryFloorError,
+    },
 }
 
 /// Checks a component file.
@@ -327,6 +358,7 @@ pub fn check_bytes(
         imports,
         exports,
         size_bytes: bytes.len(),
+        memory_floor_pages: memory_floor_pages(&component),
     })
 }
 

@@ -11,7 +11,7 @@
 //! [`EngineConfig::epoch_tick`] for as long as the engine lives.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -92,11 +92,25 @@ impl Drop for Ticker {
     }
 }
 
+/// How many components the engine was asked to compile, and how the
+/// compilation cache answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    /// Calls of [`PluginEngine::compile`].
+    pub requests: u64,
+    /// Of those, served from the compilation cache (no compilation).
+    pub cache_hits: u64,
+    /// Of those, compiled (and written to the cache when there is one).
+    pub compiled: u64,
+}
+
 /// The engine, its epoch ticker and the plugin linker.
 pub struct PluginEngine {
     engine: Engine,
     linker: Linker<HostState>,
     config: EngineConfig,
+    cache: Option<Cache>,
+    requests: AtomicU64,
     _ticker: Ticker,
 }
 
@@ -118,6 +132,7 @@ impl PluginEngine {
             .consume_fuel(true)
             .epoch_interruption(true)
             .parallel_compilation(true);
+        let mut cache_handle = None;
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|e| EngineError::Cache {
                 dir: dir.clone(),
@@ -129,6 +144,7 @@ impl PluginEngine {
                 dir: dir.clone(),
                 source,
             })?;
+            cache_handle = Some(cache.clone());
             c.cache(Some(cache));
             if config.incremental {
                 let dir = crate::incremental::dir_beside(dir);
@@ -177,6 +193,8 @@ impl PluginEngine {
             engine,
             linker,
             config,
+            cache: cache_handle,
+            requests: AtomicU64::new(0),
             _ticker: Ticker {
                 stop,
                 thread: Some(thread),
@@ -208,7 +226,26 @@ impl PluginEngine {
 
     /// Compiles a component (through the cache when configured).
     pub fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
         Component::new(&self.engine, bytes)
+    }
+
+    /// Compilations so far. With a cache, hits and misses are the cache's
+    /// own count; without one, every request compiles.
+    pub fn compile_stats(&self) -> CompileStats {
+        let requests = self.requests.load(Ordering::Relaxed);
+        match &self.cache {
+            Some(c) => CompileStats {
+                requests,
+                cache_hits: c.cache_hits() as u64,
+                compiled: c.cache_misses() as u64,
+            },
+            None => CompileStats {
+                requests,
+                cache_hits: 0,
+                compiled: requests,
+            },
+        }
     }
 }
 

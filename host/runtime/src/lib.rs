@@ -49,6 +49,7 @@ pub mod engine;
 pub mod incremental;
 pub mod plugin;
 pub mod limits;
+pub mod memory_floor;
 pub mod check;
 
 // One instance and what its calls may reach.
@@ -68,12 +69,16 @@ pub mod status;
 
 pub use capability::HostServices;
 pub use check::{check_bytes, check_file, CheckError, CheckReport};
-pub use engine::{EngineConfig, EngineError, PluginEngine};
+pub use engine::{CompileStats, EngineConfig, EngineError, PluginEngine};
 pub use instance::{PluginInstance, ReconcileOutcome, ReconcileRequest, StartError};
 pub use limits::PluginLimits;
 pub use log_sink::LogLimits;
+pub use memory_floor::MemoryFloorError;
 pub use outcome::{CallOutcome, PluginTrap, TrapKind};
 pub use plugin::{LoadError, LoadedPlugin, PluginSpec};
 pub use runner::PluginRunner;
 pub use status::{PluginState, PluginStatus, StatusSnapshot};
+/// A compiled component, as [`PluginEngine::compile`] returns it (cheap to
+/// clone; one can back many [`LoadedPlugin`]s).
+pub use wasmtime::component::Component as CompiledComponent;
 pub use world::World;

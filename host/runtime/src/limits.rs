@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// Default fuel per event: 50 million units. A trivial call costs about 1.1k
-/// fuel in Rust or C, 23k in Python and 190k in JavaScript, and a JavaScript or
-/// Python instance's first call costs several times more; 50M leaves two orders
-/// of magnitude of headroom for real work while stopping an infinite loop in
-/// tens of milliseconds.
+/// Default fuel per event: 50 million units. A no-op event costs under 1k fuel
+/// in Rust or C, about 35k in Python and 100k in JavaScript with the 0.2 SDKs
+/// (0.1 components, which get the whole event lowered, about 160k and 1M), and
+/// a JavaScript or Python instance's first call costs several times more; 50M
+/// leaves two orders of magnitude of headroom for real work while stopping an
+/// infinite loop in tens of milliseconds.
 pub const DEFAULT_FUEL_PER_EVENT: u64 = 50_000_000;
 /// Default wall-clock deadline per event: 1000 ms (the first call of a
 /// JavaScript or Python instance takes about 1 ms).

@@ -3,9 +3,10 @@
 //! pre-linked component ([`LoadedPlugin`]).
 //!
 //! Invariant: a [`LoadedPlugin`] has valid limits and a component of exactly
-//! one of our worlds whose every import the engine's linker satisfies, so
-//! instantiating it can only fail by running guest code (a trap or an `init`
-//! error).
+//! one of our worlds whose memories start within its memory cap, and whose
+//! every import the engine's linker
+//! satisfies, so instantiating it can only fail by running guest code (a trap
+//! or an `init` error).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +15,9 @@ use super::capability::kube::KubeSettings;
 use super::engine::PluginEngine;
 use super::host_state::HostState;
 use super::limits::{LimitsError, PluginLimits};
+use super::memory_floor::{check_memory_floor, MemoryFloorError};
 use super::world::{v0_1, v0_2, World};
+use wasmtime::component::Component;
 
 /// What the runtime needs from a plugin manifest.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +67,11 @@ pub enum LoadError {
     Compile { name: String, detail: String },
     #[error("plugin {name}: component does not fit the host: {detail}")]
     Link { name: String, detail: String },
+    #[error("plugin {name}: {source}")]
+    MemoryFloor {
+        name: String,
+        source: MemoryFloorError,
+    },
 }
 
 /// The pre-linked component, by world.
@@ -111,20 +119,42 @@ impl LoadedPlugin {
         spec: PluginSpec,
         bytes: &[u8],
     ) -> Result<Arc<Self>, LoadError> {
-        let name = spec.name.clone();
+        Self::validate_spec(&spec)?;
+        let component = engine.compile(bytes).map_err(|e| LoadError::Compile {
+            name: spec.name.clone(),
+            detail: format!("{e:?}"),
+        })?;
+        Self::from_component(engine, spec, &component)
+    }
+
+    fn validate_spec(spec: &PluginSpec) -> Result<(), LoadError> {
+        let name = || spec.name.clone();
         spec.limits.validate().map_err(|source| LoadError::Limits {
-            name: name.clone(),
+            name: name(),
             source,
         })?;
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&spec.config_json) {
             return Err(LoadError::Config {
-                name,
+                name: name(),
                 detail: e.to_string(),
             });
         }
-        let component = engine.compile(bytes).map_err(|e| LoadError::Compile {
+        Ok(())
+    }
+
+    /// Links a component already compiled (one compilation can serve every
+    /// plugin built from the same bytes). Refuses a component whose memory
+    /// floor is above the plugin's `memory_mb` before anything runs.
+    pub fn from_component(
+        engine: &PluginEngine,
+        spec: PluginSpec,
+        component: &Component,
+    ) -> Result<Arc<Self>, LoadError> {
+        Self::validate_spec(&spec)?;
+        let name = spec.name.clone();
+        check_memory_floor(component, &spec.limits).map_err(|source| LoadError::MemoryFloor {
             name: name.clone(),
-            detail: format!("{e:?}"),
+            source,
         })?;
         let link = |e: wasmtime::Error| LoadError::Link {
             name: name.clone(),
@@ -151,7 +181,7 @@ impl LoadedPlugin {
                 }
             ),
         })?;
-        let pre = engine.linker().instantiate_pre(&component).map_err(link)?;
+        let pre = engine.linker().instantiate_pre(component).map_err(link)?;
         let pre = match world {
             World::EventHandlerV01 => {
                 Pre::HandlerV01(v0_1::EventHandlerPre::new(pre).map_err(link)?)

@@ -1,7 +1,8 @@
-//! The C example plugin `restart-alarm` (plugins/restart-alarm, built by
-//! scripts/build-plugins.sh with wit-bindgen c + clang-19) running in wasmtime:
-//! it alarms exactly on containers at or above the restart threshold, with the
-//! namespace's extent from a cache `list` query, once per increase, forgets
+//! The C example plugin `restart-alarm` (plugins/restart-alarm, on the C SDK,
+//! built by scripts/build-plugins.sh with wit-bindgen c + clang-19) running in
+//! wasmtime: it alarms exactly on containers at or above the restart
+//! threshold, with the namespace's extent from a cache `list` query, once per
+//! increase, records each alarm as a Warning Event when asked to, forgets
 //! deleted pods, and turns a bad config or a cache error into an error result.
 
 mod polyglot_support;
@@ -76,8 +77,10 @@ fn restart_alarm_alarms_once_per_increase_and_forgets_deleted_pods() {
     let c = pod("prod", "c", "11", &[("c1", 5)], &[]);
     g.set_cached(&a);
     g.set_cached(&c);
-    g.on_event(&event(EventKind::Updated, &a, false)).unwrap();
-    g.on_event(&event(EventKind::Updated, &c, false)).unwrap();
+    g.on_event(&event(EventKind::Updated, &a, false).with_old(&objects[0]))
+        .unwrap();
+    g.on_event(&event(EventKind::Updated, &c, false).with_old(&objects[2]))
+        .unwrap();
     assert_eq!(
         g.messages(),
         vec![
@@ -142,6 +145,10 @@ fn restart_alarm_rejects_a_bad_config_with_a_clear_error() {
             r#"{"threshold": 2.5}"#,
             "config.threshold must be a positive integer",
         ),
+        (
+            r#"{"events": "yes"}"#,
+            "config.events must be true or false",
+        ),
         ("[1]", "config is not a JSON table"),
         ("{\"threshold\": ", "config is not a JSON table"),
     ] {
@@ -167,4 +174,60 @@ fn restart_alarm_cache_errors_are_handler_errors_not_traps() {
         g.messages(),
         vec!["alarm pod=prod/a container=c1 restarts=7 threshold=5 namespace-pods-alarming=2"]
     );
+}
+
+#[test]
+fn restart_alarm_records_each_alarm_as_a_warning_event_when_asked() {
+    let objects = seed();
+    let mut g = Example::load("restart-alarm").guest(objects.clone(), &[PODS]);
+    g.init(r#"{"threshold": 5, "events": true}"#).expect("init");
+    g.on_events(EventKind::Added, &objects, true);
+    let got: Vec<(String, String, String, String, String)> = g
+        .published()
+        .iter()
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p.regarding.namespace.clone().unwrap(),
+                    p.regarding.name
+                ),
+                p.type_.clone(),
+                p.reason.clone(),
+                p.action.clone(),
+                p.note.clone(),
+            )
+        })
+        .collect();
+    let ev = |pod: &str, c: &str, n: i64| {
+        (
+            pod.to_string(),
+            "warning".to_string(),
+            "RestartThreshold".to_string(),
+            "Alarm".to_string(),
+            format!("container {c} restarted {n} times (threshold 5)"),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            ev("prod/a", "c1", 7),
+            ev("prod/b", "c1", 5),
+            ev("dev/d", "main", 9),
+            ev("dev/e", "setup", 6),
+        ]
+    );
+    assert_eq!(g.published()[0].regarding, reference_of(&objects[0]));
+
+    // A refused Event is a handler error, and the alarm is raised again next time.
+    let mut g = Example::load("restart-alarm").guest(objects.clone(), &[PODS]);
+    g.init(r#"{"events": true}"#).unwrap();
+    g.answer_event(Err(ApiError::Forbidden("no events = true".into())));
+    let err = g
+        .on_event(&event(EventKind::Added, &objects[0], false))
+        .unwrap_err();
+    assert!(err.contains("forbidden"), "{err}");
+    g.on_event(&event(EventKind::Synced, &objects[0], false))
+        .unwrap();
+    assert_eq!(g.published().len(), 1);
 }

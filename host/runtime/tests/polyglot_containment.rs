@@ -6,6 +6,8 @@
 //! a throw is a handler error (the instance lives on); a loop or crash is a
 //! trap of the right kind, re-instantiated with backoff and then quarantined.
 
+#[path = "log_capture/mod.rs"]
+mod log_capture;
 #[path = "runtime_support/mod.rs"]
 mod runtime_support;
 
@@ -81,10 +83,17 @@ async fn beside_healthy_js(
     faulty: Arc<LoadedPlugin>,
     events: usize,
 ) -> (Vec<Delivery>, wasm_informer_runtime::StatusSnapshot) {
+    log_capture::plugin_log();
     let (cache, pods) = cache_with_pods("default", 8);
+    // Named after the test: tests run concurrently, and its lines are told
+    // apart by name.
+    let healthy_name = format!(
+        "healthy-in-{}",
+        std::thread::current().name().unwrap_or("test")
+    );
     let healthy_plugin = load_guest(
         engine,
-        "healthy-js",
+        &healthy_name,
         "js-faulty",
         json!({"mode": "ok"}),
         guest_limits(),
@@ -111,10 +120,15 @@ async fn beside_healthy_js(
     assert_eq!(snap.traps, 0);
     assert_eq!(snap.errors, 0);
     assert_eq!(snap.state, PluginState::Running);
-    assert_eq!(
-        snap.log_lines, HEALTHY_EVENTS as u64,
-        "one `handled` line per event"
-    );
+    // What it said it handled is exactly what it was sent, in order.
+    let handled: Vec<String> = log_capture::lines_of(&healthy_name)
+        .into_iter()
+        .filter(|l| l.starts_with("handled "))
+        .collect();
+    let sent: Vec<String> = (0..HEALTHY_EVENTS)
+        .map(|i| format!("handled key={} n={}", pods[i % pods.len()].key(), i + 1))
+        .collect();
+    assert_eq!(handled, sent, "the healthy plugin's own account");
     (run.faulty, run.faulty_snap)
 }
 

@@ -1,8 +1,9 @@
 //! The JavaScript example plugin `deployment-auditor` (plugins/deployment-auditor,
 //! built by scripts/build-plugins.sh with componentize-js) running in wasmtime:
-//! it reports exactly the policy violations of its `[config]`, reports a fix,
-//! stays quiet on resyncs, skips events the cache has already superseded, and
-//! turns a bad config into an `init` error.
+//! it reports exactly the policy violations of its `[config]`, as log lines
+//! and as Warning Events about each Deployment, reports a fix (a Normal
+//! Event), stays quiet on resyncs, skips events the cache has already
+//! superseded, and turns a bad config into an `init` error.
 
 mod polyglot_support;
 
@@ -85,6 +86,81 @@ fn auditor_reports_exactly_the_seeded_violations() {
     );
     // Every event queried the cache (the staleness check).
     assert!(g.store.data().cache_calls >= 3);
+    assert_eq!(
+        events(&g),
+        vec![
+            (
+                "shop/cart".into(),
+                "warning".into(),
+                "MissingLabel".into(),
+                "label team is required".into()
+            ),
+            (
+                "shop/db".into(),
+                "warning".into(),
+                "MissingAnnotation".into(),
+                "annotation owner is required".into()
+            ),
+            (
+                "shop/db".into(),
+                "warning".into(),
+                "DisallowedLabelValue".into(),
+                "label tier=cache is not one of frontend, backend".into()
+            ),
+        ]
+    );
+    assert!(g.published().iter().all(|p| p.action == "Audit"));
+    assert_eq!(g.published()[0].regarding, reference_of(&objects[1]));
+}
+
+/// (regarding key, type, reason, note) of every Event published.
+fn events(g: &Guest) -> Vec<(String, String, String, String)> {
+    g.published()
+        .iter()
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p.regarding.namespace.clone().unwrap_or_default(),
+                    p.regarding.name
+                ),
+                p.type_.clone(),
+                p.reason.clone(),
+                p.note.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn auditor_records_no_events_when_told_not_to_and_retries_a_refused_one() {
+    let objects = seed();
+    let example = Example::load("deployment-auditor");
+    let mut g = example.guest(objects.clone(), &[DEPLOYMENTS]);
+    let quiet = CONFIG.replace(
+        "\"exempt_namespaces\"",
+        "\"events\": false, \"exempt_namespaces\"",
+    );
+    g.init(&quiet).expect("init");
+    g.on_events(EventKind::Added, &objects, true);
+    assert_eq!(g.messages().len(), 4, "{:?}", g.messages());
+    assert!(g.published().is_empty());
+
+    let mut g = start(objects.clone());
+    g.answer_event(Err(ApiError::RateLimited("write_qps".into())));
+    let err = g
+        .on_event(&event(EventKind::Added, &objects[1], false))
+        .unwrap_err();
+    assert!(err.contains("rate-limited"), "{err}");
+    // Not remembered as reported: the next event about it reports it again.
+    g.clear_logs();
+    g.on_event(&event(EventKind::Synced, &objects[1], false))
+        .unwrap();
+    assert_eq!(
+        g.messages(),
+        vec!["violation deployment=shop/cart missing-label=team"]
+    );
+    assert_eq!(g.published().len(), 1);
 }
 
 #[test]
@@ -102,9 +178,19 @@ fn auditor_reports_fixes_and_stays_quiet_on_resync() {
         json!({"owner": "x"}),
     );
     g.set_cached(&fixed);
-    g.on_event(&event(EventKind::Updated, &fixed, false))
+    let published = g.published().len();
+    g.on_event(&event(EventKind::Updated, &fixed, false).with_old(&objects[1]))
         .unwrap();
     assert_eq!(g.messages(), vec!["compliant deployment=shop/cart"]);
+    assert_eq!(
+        events(&g)[published..],
+        [(
+            "shop/cart".into(),
+            "normal".into(),
+            "Compliant".into(),
+            "the deployment meets the policy".into()
+        )]
+    );
     g.clear_logs();
 
     // db deleted, then recreated with the same violations: reported afresh.
@@ -151,6 +237,9 @@ fn auditor_rejects_a_bad_config_with_a_clear_error() {
     let mut g = example.guest(vec![], &[DEPLOYMENTS]);
     let err = g.init("not json").unwrap_err();
     assert!(err.starts_with("config is not valid JSON"), "{err}");
+    let mut g = example.guest(vec![], &[DEPLOYMENTS]);
+    let err = g.init(r#"{"events": "yes"}"#).unwrap_err();
+    assert_eq!(err, "config.events must be true or false");
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! Cost of each guest language in wasmtime 48, measured on the example
-//! plugins: component size, first compile (no cache), cached load (wasmtime's
-//! on-disk compilation cache, as the host uses it), instantiate + init, and the
+//! plugins in the standalone harness (WIT 0.2: events as object references):
+//! component size, first compile (no cache), cached load (wasmtime's on-disk
+//! compilation cache, as the host uses it), instantiate + init, and the
 //! per-event time and fuel for a realistic ~3 KB object.
 //!
-//! Run with `cargo test -p wasm-informer --test polyglot_measure -- --ignored --nocapture`
+//! Run with `cargo test -p wasm-informer-runtime --test polyglot_measure -- --ignored --nocapture`
 //! (dependencies, wasmtime and cranelift included, are optimised in the test profile).
 //! Ignored by default: it measures, the other polyglot tests check behaviour.
 //! It still asserts that every guest handled every event without error.
@@ -143,8 +144,8 @@ fn measure_every_guest_language() {
     let deployments: Vec<Cached> = (0..50).map(deployment).collect();
     println!(
         "event object sizes: pod {} B, deployment {} B",
-        pods[0].view.json.len(),
-        deployments[0].view.json.len()
+        pods[0].json.len(),
+        deployments[0].json.len()
     );
     let mut rows = vec![
         measure(
@@ -181,6 +182,21 @@ fn measure_every_guest_language() {
         "py-faulty",
         "Python (trivial)",
         r#"{"mode":"ok"}"#,
+        pods.clone(),
+        &["v1/pods"],
+    ));
+    // The SDKs' fixed cost: plugins that read nothing.
+    rows.push(measure(
+        "js-noop",
+        "JavaScript (no-op)",
+        "{}",
+        pods.clone(),
+        &["v1/pods"],
+    ));
+    rows.push(measure(
+        "py-noop",
+        "Python (no-op)",
+        "{}",
         pods,
         &["v1/pods"],
     ));

@@ -1,7 +1,13 @@
-//! The SDK templates (sdk/js/template, sdk/python/template), built by
-//! scripts/build-plugins.sh as js-template and python-template, do what the
-//! plugin guides say: log one line per event with a cache count, take a prefix
-//! from `[config]`, and refuse a bad config with a clear error.
+//! The SDK templates (sdk/{js,python,c}/template and template-controller),
+//! built by scripts/build-plugins.sh as js-template, python-template,
+//! c-template and js-/python-/c-controller-template, do what the plugin
+//! guides say:
+//! - the event-handler templates log one line per event with a cache count,
+//!   take a prefix from `[config]`, and refuse a bad config with a clear error;
+//! - the controller templates (world `controller`) label an unlabelled object
+//!   by a merge patch and record a Normal Event, leave a labelled one alone,
+//!   requeue when configured, treat a vanished object as done, retry on
+//!   `forbidden`, stop on `invalid`, and refuse a bad config.
 
 mod polyglot_support;
 
@@ -29,6 +35,7 @@ fn pods() -> Vec<Cached> {
 fn check_template(name: &str, bad_prefix_error: &str) {
     let engine = engine(Some(&test_cache_dir()));
     let (component, _) = load(&engine, &plugin_path(name));
+    assert_eq!(world_of(&engine, &component), World::EventHandler);
     let objects = pods();
     let mut g = Guest::new(&engine, &component, objects.clone(), &[PODS]);
     g.init(r#"{"prefix": "pod"}"#).expect("init");
@@ -41,10 +48,15 @@ fn check_template(name: &str, bad_prefix_error: &str) {
         vec![
             "pod kind=added resource=v1/pods key=prod/a namespace-objects=2",
             "pod kind=deleted resource=v1/pods key=dev/c namespace-objects=1",
-        ]
+        ],
+        "{name}"
     );
     let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
-    assert_eq!(g.init(r#"{"prefix": 3}"#).unwrap_err(), bad_prefix_error);
+    assert_eq!(
+        g.init(r#"{"prefix": 3}"#).unwrap_err(),
+        bad_prefix_error,
+        "{name}"
+    );
 }
 
 #[test]
@@ -57,5 +69,181 @@ fn python_template_works_as_documented() {
     check_template(
         "python-template",
         "ValueError: config.prefix must be a string",
+    );
+}
+
+#[test]
+fn c_template_works_as_documented() {
+    check_template("c-template", "config.prefix must be a string");
+}
+
+fn labelled(name: &str) -> Cached {
+    cached(
+        PODS,
+        &json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": "prod", "name": name, "uid": format!("uid-{name}"),
+                             "resourceVersion": "3", "labels": {"managed-by": "wasm-informer"}}}),
+    )
+}
+
+fn unlabelled(name: &str) -> Cached {
+    cached(
+        PODS,
+        &json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": "prod", "name": name, "uid": format!("uid-{name}"),
+                             "resourceVersion": "2", "labels": {"app": "x"}}}),
+    )
+}
+
+fn check_controller_template(name: &str, bad_label_error: &str) {
+    let engine = engine(Some(&test_cache_dir()));
+    let (component, _) = load(&engine, &plugin_path(name));
+    assert_eq!(world_of(&engine, &component), World::Controller, "{name}");
+    let cache = vec![unlabelled("a"), labelled("b")];
+    let mut g = Guest::new(&engine, &component, cache.clone(), &[PODS]);
+    g.init("{}").expect("init");
+
+    // Unlabelled: one merge patch, one Normal Event, done.
+    assert_eq!(
+        g.reconcile(&request(PODS, "prod/a")),
+        Ok(Action::Done),
+        "{name}"
+    );
+    let calls: Vec<_> = g
+        .kube_calls()
+        .iter()
+        .map(|c| {
+            json!([
+                c.verb,
+                c.resource,
+                c.namespace,
+                c.name,
+                c.patch,
+                c.body,
+                c.force
+            ])
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![json!(["patch", PODS, "prod", "a", "merge",
+                    {"metadata": {"labels": {"managed-by": "wasm-informer"}}}, false])],
+        "{name}"
+    );
+    let p = &g.published()[0];
+    assert_eq!(g.published().len(), 1, "{name}");
+    assert_eq!(
+        (
+            p.type_.as_str(),
+            p.reason.as_str(),
+            p.action.as_str(),
+            p.note.as_str()
+        ),
+        (
+            "normal",
+            "Labelled",
+            "Label",
+            "set managed-by=wasm-informer"
+        ),
+        "{name}"
+    );
+    assert_eq!(p.regarding, reference_of(&cache[0]), "{name}");
+    assert_eq!(
+        g.messages(),
+        vec!["labelled prod/a managed-by=wasm-informer"],
+        "{name}"
+    );
+
+    // Labelled: nothing to do. Gone: nothing to do.
+    assert_eq!(
+        g.reconcile(&request(PODS, "prod/b")),
+        Ok(Action::Done),
+        "{name}"
+    );
+    assert_eq!(
+        g.reconcile(&request(PODS, "prod/gone")),
+        Ok(Action::Done),
+        "{name}"
+    );
+    assert_eq!(g.kube_calls().len(), 1, "{name}");
+    assert_eq!(g.messages().last().unwrap(), "gone prod/gone", "{name}");
+
+    // A refused patch is retried; an invalid one is not; a vanished object is done.
+    g.answer_kube(Err(ApiError::Forbidden("no [[write]] grant".into())));
+    match g.reconcile(&request(PODS, "prod/a")) {
+        Err(ReconcileError::Retry(m)) => assert!(m.contains("forbidden"), "{name}: {m}"),
+        other => panic!("{name}: {other:?}"),
+    }
+    g.answer_kube(Err(ApiError::Invalid(InvalidDetails {
+        message: "label value too long".into(),
+        causes: vec![],
+    })));
+    match g.reconcile(&request(PODS, "prod/a")) {
+        Err(ReconcileError::Terminal(m)) => {
+            assert!(m.contains("label value too long"), "{name}: {m}")
+        }
+        other => panic!("{name}: {other:?}"),
+    }
+    g.answer_kube(Err(ApiError::NotFound("pods \"a\" not found".into())));
+    assert_eq!(
+        g.reconcile(&request(PODS, "prod/a")),
+        Ok(Action::Done),
+        "{name}"
+    );
+    assert_eq!(
+        g.published().len(),
+        1,
+        "{name}: no Event for a failed patch"
+    );
+
+    // Requeue when configured; a cache error is retried.
+    let mut g = Guest::new(&engine, &component, cache.clone(), &[]);
+    g.init(r#"{"requeue_ms": 1500, "label": "team", "value": "a"}"#)
+        .expect("init");
+    match g.reconcile(&request(PODS, "prod/b")) {
+        Err(ReconcileError::Retry(m)) => assert!(m.contains("forbidden"), "{name}: {m}"),
+        other => panic!("{name}: {other:?}"),
+    }
+    g.store.data_mut().readable.push(PODS.into());
+    assert_eq!(
+        g.reconcile(&request(PODS, "prod/b")),
+        Ok(Action::RequeueAfter(1500)),
+        "{name}"
+    );
+    assert_eq!(
+        g.kube_calls()[0].body,
+        Some(json!({"metadata": {"labels": {"team": "a"}}})),
+        "{name}"
+    );
+
+    let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
+    assert_eq!(
+        g.init(r#"{"label": 3}"#).unwrap_err(),
+        bad_label_error,
+        "{name}"
+    );
+}
+
+#[test]
+fn js_controller_template_works_as_documented() {
+    check_controller_template(
+        "js-controller-template",
+        "config.label must be a non-empty string",
+    );
+}
+
+#[test]
+fn python_controller_template_works_as_documented() {
+    check_controller_template(
+        "python-controller-template",
+        "ValueError: config.label must be a non-empty string",
+    );
+}
+
+#[test]
+fn c_controller_template_works_as_documented() {
+    check_controller_template(
+        "c-controller-template",
+        "config.label must be a non-empty string",
     );
 }

@@ -10,7 +10,7 @@ mod runtime_support;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use check_support::{bad_cases, compiled_entries, wait_for_entries};
+use check_support::{bad_cases, compiled_entries};
 use runtime_support::engine;
 use wasm_informer_runtime::{check_bytes, check_file, CheckError};
 
@@ -105,20 +105,98 @@ fn every_rust_plugin_passes() {
     }
 }
 
+/// The compilation cache is used: counted as compilations, not files (a
+/// miss would rewrite the same hash-named file): the first compile of a
+/// component compiles it, the second, from a fresh engine on the same
+/// directory, is a cache hit and compiles nothing.
 #[test]
 fn the_compilation_cache_lives_in_the_configured_directory() {
     let dir = tempfile::tempdir().unwrap();
     let cache_dir = dir.path().join("wasm-cache");
-    let engine = wasm_informer_runtime::PluginEngine::new(wasm_informer_runtime::EngineConfig {
-        cache_dir: Some(cache_dir.clone()),
-        ..Default::default()
-    })
-    .unwrap();
+    let engine_on = |d: &Path| {
+        wasm_informer_runtime::PluginEngine::new(wasm_informer_runtime::EngineConfig {
+            cache_dir: Some(d.to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
     let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
-    engine.compile(&noop).unwrap();
-    let entries = || compiled_entries(&cache_dir);
-    let files = wait_for_entries(&cache_dir);
-    // A second compile is served from the cache: no new entry is written.
-    engine.compile(&noop).unwrap();
-    assert_eq!(entries(), files);
+    let first = engine_on(&cache_dir);
+    first.compile(&noop).unwrap();
+    let s = first.compile_stats();
+    assert_eq!((s.requests, s.compiled, s.cache_hits), (1, 1, 0), "{s:?}");
+    assert!(
+        !compiled_entries(&cache_dir).is_empty(),
+        "the entry is in the configured directory"
+    );
+    // The same engine, and another one on the same directory, compile nothing.
+    first.compile(&noop).unwrap();
+    let s = first.compile_stats();
+    assert_eq!((s.requests, s.compiled, s.cache_hits), (2, 1, 1), "{s:?}");
+    let second = engine_on(&cache_dir);
+    second.compile(&noop).unwrap();
+    let s = second.compile_stats();
+    assert_eq!((s.compiled, s.cache_hits), (0, 1), "{s:?}");
+    // A different directory is a different cache.
+    let other = engine_on(&dir.path().join("elsewhere"));
+    other.compile(&noop).unwrap();
+    assert_eq!(other.compile_stats().compiled, 1);
+}
+
+/// Item "memory floor above its cap": a component whose memory starts larger
+/// than `memory_mb` is a load error that says what it needs and what the cap
+/// allows, and that it never ran; `check` of a manifest with that cap says the
+/// same. (A Rust component starts with about 17 pages, more than 1 MiB.)
+#[test]
+fn a_memory_floor_above_the_cap_is_a_load_error_not_a_trap() {
+    let engine = engine();
+    let noop = std::fs::read(plugin_artifacts::NOOP).unwrap();
+    let report = check_bytes(&engine, "noop.wasm", &noop).unwrap();
+    let pages = report.memory_floor_pages.expect("noop has a linear memory");
+    assert!(
+        pages > 16,
+        "noop starts with {pages} pages, more than 1 MiB"
+    );
+    assert!(report
+        .to_string()
+        .contains(&format!("memory: starts with {pages} pages")));
+    let limits = wasm_informer_runtime::PluginLimits {
+        memory_mb: 1,
+        ..Default::default()
+    };
+    let mut spec = wasm_informer_runtime::PluginSpec::new("tight");
+    spec.limits = limits.clone();
+    let err = wasm_informer_runtime::LoadedPlugin::from_bytes(&engine, spec, &noop).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, wasm_informer_runtime::LoadError::MemoryFloor { .. }),
+        "{err:?}"
+    );
+    let needed_mb = (pages * 65536).div_ceil(1 << 20);
+    for part in [
+        "plugin tight: ".to_string(),
+        format!("({pages} pages of 64 KiB)"),
+        "but memory_mb = 1 allows 1 MiB per memory".to_string(),
+        "it was not started".to_string(),
+        format!("set memory_mb to at least {needed_mb}"),
+    ] {
+        assert!(msg.contains(&part), "{part:?} missing from: {msg}");
+    }
+    assert!(!msg.contains("trap"), "{msg}");
+    let checked = report.check_limits(&limits).unwrap_err().to_string();
+    assert!(
+        checked.starts_with("noop.wasm: its component needs")
+            && checked.contains("it was not started"),
+        "{checked}"
+    );
+    // With room for it, the same component loads.
+    let mut spec = wasm_informer_runtime::PluginSpec::new("roomy");
+    spec.limits.memory_mb = needed_mb;
+    wasm_informer_runtime::LoadedPlugin::from_bytes(&engine, spec, &noop).unwrap();
+    report
+        .check_limits(&wasm_informer_runtime::PluginLimits {
+            memory_mb: needed_mb,
+            ..Default::default()
+        })
+        .unwrap();
 }

@@ -215,6 +215,32 @@ async fn a_trap_ends_the_batch_and_the_next_batch_gets_a_fresh_instance() {
     assert_eq!(snap.restarts, 1);
 }
 
+/// CPU time (user + system) the calling thread has used, from
+/// `/proc/thread-self/stat`, in clock ticks.
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // Fields after the command name (which is in parentheses): state is
+    // field 3, utime 14 and stime 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux).
+fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// I7: a quarantined plugin uses no CPU while it rests. The runner is driven
+/// from a thread of its own (as its listener drives it), whose CPU time is
+/// measured over the quarantine: it waits the whole period, then retries
+/// once (a fresh instance, which panics again and is quarantined again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quarantine_ends_with_a_retry_that_uses_no_cpu_meanwhile() {
     let engine = engine();
@@ -234,15 +260,51 @@ async fn quarantine_ends_with_a_retry_that_uses_no_cpu_meanwhile() {
     }
     let status = r.status().clone();
     assert_eq!(status.state(), PluginState::Quarantined);
-    // While quarantined the call waits on a timer; no instance exists and no
-    // restart happens.
     let restarts_before = status.snapshot().restarts;
-    // After the 1 s quarantine the runner tries again; the instance panics
-    // again and, still at the failure limit, goes straight back to quarantine.
-    let d = tokio::time::timeout(Duration::from_secs(60), r.handle(added(&pods[1])))
+    let event = added(&pods[1]);
+    // The baseline, in the same window: what a thread that spins gets of
+    // this (possibly busy) machine.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let ticks0 = thread_cpu_ticks();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            thread_cpu_ticks() - ticks0
+        })
+    };
+    let measured = std::thread::spawn(move || {
+        let ticks0 = thread_cpu_ticks();
+        let t0 = std::time::Instant::now();
+        let d = futures::executor::block_on(r.handle(event));
+        (d, t0.elapsed(), thread_cpu_ticks() - ticks0, r)
+    });
+    let (d, wall, ticks, _r) = tokio::task::spawn_blocking(move || measured.join().unwrap())
         .await
-        .expect("retry after quarantine");
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let spun = spinner.join().unwrap();
+    let tps = ticks_per_second();
+    eprintln!(
+        "quarantine: the call waited {wall:?} and used {:.3} s of CPU on its thread; a spinning thread got {:.3} s meanwhile",
+        ticks as f64 / tps,
+        spun as f64 / tps
+    );
     assert_eq!(d, Delivery::Restarted);
+    assert!(
+        wall >= Duration::from_millis(900),
+        "the retry waited out the 1 s quarantine: {wall:?}"
+    );
+    assert!(spun >= 5, "the baseline spinner ran: {spun} ticks");
+    // One instantiation and one call after the wait: a tick or two at most,
+    // a tenth of what a busy thread got.
+    assert!(
+        ticks <= (spun / 10).max(2),
+        "{ticks} ticks of CPU over {wall:?} of quarantine, against {spun} for a spinning thread"
+    );
+    // One retry after the quarantine, no more: back in quarantine.
     let snap = status.snapshot();
     assert_eq!(snap.restarts, restarts_before + 1);
     assert_eq!(snap.quarantines, 2);

@@ -1,5 +1,6 @@
-//! The local cache of pulled components, by digest, under
-//! `CACHE_DIR/oci/`: `blobs/sha256/HEX` holds a component's bytes (named by
+//! The local cache of pulled components, by digest, in `CACHE_DIR-oci/`
+//! beside the compilation cache (never inside it: wasmtime's cache cleanup
+//! removes files it did not write): `blobs/sha256/HEX` holds a component's bytes (named by
 //! its layer's digest), `manifests/sha256/HEX` the layer digest a manifest
 //! names. A reference pinned by digest whose entries are here loads with no
 //! registry at all (after a restart too).
@@ -34,10 +35,15 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl Store {
-    /// The store under `cache_dir/oci`.
+    /// The store beside the compilation cache `cache_dir`:
+    /// `CACHE_DIR-oci`.
     pub fn new(cache_dir: &Path) -> Self {
+        let name = cache_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "wasm-cache".into());
         Self {
-            dir: cache_dir.join("oci"),
+            dir: cache_dir.with_file_name(format!("{name}-oci")),
         }
     }
 
@@ -93,7 +99,8 @@ mod tests {
     #[test]
     fn a_damaged_entry_is_a_miss() {
         let tmp = tempfile::tempdir().unwrap();
-        let s = Store::new(tmp.path());
+        let s = Store::new(&tmp.path().join("wasm-cache"));
+        assert!(s.dir.starts_with(tmp.path()) && s.dir.ends_with("wasm-cache-oci"));
         let bytes = b"\0asm component".to_vec();
         let layer = sha256_digest(&bytes);
         let manifest = sha256_digest(b"manifest");

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod content;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -113,12 +115,18 @@ impl HostProc {
 
     /// Spawns the binary with `args`, in the repository root.
     pub fn spawn(args: &[&str]) -> Self {
-        Self::spawn_in(&repo_root(), args, &[])
+        Self::spawn_in(&repo_root(), args, &[], &[])
+    }
+
+    /// Spawns the binary with `args` and extra environment variables, in the
+    /// repository root.
+    pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_in(&repo_root(), args, &[], env)
     }
 
     /// Spawns the binary with `args` in `dir`, without the environment
-    /// variables `env_remove`.
-    pub fn spawn_in(dir: &Path, args: &[&str], env_remove: &[&str]) -> Self {
+    /// variables `env_remove` and with `env` added.
+    pub fn spawn_in(dir: &Path, args: &[&str], env_remove: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasm-informer"));
         for v in env_remove {
             cmd.env_remove(v);
@@ -127,6 +135,7 @@ impl HostProc {
             .args(args)
             .current_dir(dir)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -218,6 +227,22 @@ impl HostProc {
         rest.trim_end_matches("/metrics").trim().parse().unwrap()
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGKILL (`kill -9`): no shutdown code runs.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let ok = Command::new("kill")
@@ -260,12 +285,30 @@ impl Drop for HostProc {
 
 /// A plain HTTP/1.1 GET; returns status code and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_request(addr, "GET", path, None)
+}
+
+/// A plain HTTP/1.1 request with an optional body and its content type;
+/// returns status code and body.
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
+    match body {
+        Some((content_type, b)) => write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: cluster-test\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ),
+        None => write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: cluster-test\r\n\r\n"
+        ),
+    }
     .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();

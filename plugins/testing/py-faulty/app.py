@@ -1,14 +1,14 @@
 """py-faulty: a deliberately misbehaving Python plugin for the fault-containment
 tests. [config] mode = "spin" loops forever, "throw" raises Err (a handler
 error), "crash" raises an ordinary exception out of the export (a trap, because
-this plugin does not use the SDK's Plugin base class), "ok" behaves; ``every`` =
-N misbehaves only on every Nth event (default 1). Every handled event logs
-``handled key=KEY n=N``.
+this plugin uses the WIT bindings directly, not the SDK's Plugin base class),
+"ok" behaves; ``every`` = N misbehaves only on every Nth event (default 1).
+Every handled event logs ``handled key=KEY n=N``.
 """
 import json
 
 from componentize_py_types import Err
-from wit_world.imports import log
+from wit_world.imports import log, objects
 
 
 class State:
@@ -26,6 +26,7 @@ class Handler:
             raise Err(f"config.mode {State.mode} is not ok|spin|throw|crash")
 
     def on_event(self, event) -> None:
+        key = objects.key(event.object)
         State.n += 1
         if State.n % State.every == 0:
             if State.mode == "spin":
@@ -33,7 +34,7 @@ class Handler:
                 while i >= 0:
                     i += 1
             if State.mode == "throw":
-                raise Err(f"boom key={event.key} n={State.n}")
+                raise Err(f"boom key={key} n={State.n}")
             if State.mode == "crash":
-                raise RuntimeError(f"crash key={event.key} n={State.n}")
-        log.log(log.Level.INFO, f"handled key={event.key} n={State.n}")
+                raise RuntimeError(f"crash key={key} n={State.n}")
+        log.log(log.Level.INFO, f"handled key={key} n={State.n}")

@@ -2,9 +2,16 @@
 // number of cached objects in the event's namespace.
 //
 // Build:  scripts/build-plugins.sh   (or: node sdk/js/build.mjs sdk/js/template/plugin.js out.wasm)
-import { definePlugin, cache, info, keyOf } from '../src/informer.js';
+import { definePlugin, cache, info } from '../src/informer.js';
 
 let prefix = 'event';
+
+function report(event) {
+  const o = event.object; // a KubeObject: each getter reads one field from the host
+  const ns = o.namespace;
+  const peers = ns ? cache.list(o.resource, { namespace: ns }).length : 0;
+  info(`${prefix} kind=${event.kind} resource=${o.resource} key=${o.key} namespace-objects=${peers}`);
+}
 
 export const handler = definePlugin({
   // `config` is the manifest's [config] table, already parsed.
@@ -14,9 +21,6 @@ export const handler = definePlugin({
       prefix = config.prefix;
     }
   },
-  onEvent(event) {
-    const ns = event.object.meta.namespace;
-    const peers = ns ? cache.list(event.resource, { namespace: ns }).length : 0;
-    info(`${prefix} kind=${event.kind} resource=${event.resource} key=${keyOf(event.object)} namespace-objects=${peers}`);
-  },
+  // One method per event kind (onAdd, onUpdate, onDelete, onSync), or onEvent for all.
+  onEvent: report,
 });

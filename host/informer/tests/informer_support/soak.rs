@@ -1,7 +1,8 @@
 //! The I5 + I8 convergence scenario, shared by the CI test (fixed seed) and the
 //! soak example (seed from the command line): random churn, random API faults,
 //! a fast recording listener and a slow one that overflows; at the end the
-//! cache and both reconstructed views must equal the server's state exactly.
+//! cache and both reconstructed views must equal the server's state exactly,
+//! as a fresh list through kube-client (and the simulator's store) shows it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -80,6 +81,33 @@ async fn wait_equal(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// key -> resourceVersion of every pod, from a fresh list through kube-client.
+async fn fresh_list(sim: &apisim::RunningSim) -> BTreeMap<String, u64> {
+    use k8s_openapi::api::core::v1::Pod;
+    let api: kube::Api<Pod> = kube::Api::all(super::client(sim).await);
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("list pods")
+        .items
+        .iter()
+        .map(|p| {
+            (
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default()
+                ),
+                p.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .parse()
+                    .unwrap_or(0),
+            )
+        })
+        .collect()
 }
 
 /// Runs the scenario; `Err` describes the first divergence.
@@ -179,7 +207,16 @@ pub async fn run(cfg: SoakConfig) -> Result<SoakReport, String> {
     churn.stop().await;
     sim.faults().reset();
     let t0 = Instant::now();
-    let want = server_pods(&sim);
+    // What a client lists from the server now (and the server's own store,
+    // which must agree) is what every view must end with.
+    let want = fresh_list(&sim).await;
+    let stored = server_pods(&sim);
+    if stored != want {
+        return Err(format!(
+            "a fresh list differs from the simulator's store: {}",
+            diff(&want, &stored)
+        ));
+    }
     wait_equal(
         "cache",
         Duration::from_secs(120),

@@ -1,13 +1,20 @@
 //! Test plugin: returns every field of each event it receives, read through
 //! the 0.2 object references, as JSON, in its `err` result, so a test can
-//! compare what the guest saw with what the host sent.
+//! compare what the guest saw with what the host sent. With `[config] log = true` it logs one line per event instead and
+//! returns `ok`: `echo TAG KIND KEY rv=RV initial=BOOL fsu=BOOL` (TAG is
+//! `[config] tag`, default `-`), so a test can rebuild, from the plugin's own
+//! log, the view each version of it received.
 //!
-//! Invariant: `on-event` always returns `err(<the event as JSON>)`.
+//! Invariant: `on-event` returns `err(<the event as JSON>)`, or, in log mode,
+//! logs exactly one line for the event and returns `ok`.
 
 use serde_json::{json, Value};
-use wasm_informer_sdk::{export_plugin, Config, Event, EventKind, Handler, Object, Result};
+use wasm_informer_sdk::{export_plugin, info, Config, Event, EventKind, Handler, Object, Result};
 
-struct Echo;
+struct Echo {
+    /// Log mode: the tag of each line.
+    log: Option<String>,
+}
 
 fn object(o: &Object) -> Value {
     let m = o.meta();
@@ -54,13 +61,34 @@ fn object(o: &Object) -> Value {
     })
 }
 
-fn echo(e: &Event) -> Result<()> {
-    let kind = match e.kind() {
+fn kind(e: &Event) -> &'static str {
+    match e.kind() {
         EventKind::Added => "added",
         EventKind::Updated => "updated",
         EventKind::Deleted => "deleted",
         EventKind::Synced => "synced",
-    };
+    }
+}
+
+impl Echo {
+    fn event(&self, e: &Event) -> Result<()> {
+        let Some(tag) = &self.log else {
+            return echo(e);
+        };
+        info!(
+            "echo {tag} {} {} rv={} initial={} fsu={}",
+            kind(e),
+            e.object().key(),
+            e.object().resource_version(),
+            e.is_in_initial_list(),
+            e.final_state_unknown()
+        );
+        Ok(())
+    }
+}
+
+fn echo(e: &Event) -> Result<()> {
+    let kind = kind(e);
     let v = json!({
         "kind": kind,
         "object": object(&e.object()),
@@ -72,24 +100,28 @@ fn echo(e: &Event) -> Result<()> {
 }
 
 impl Handler for Echo {
-    fn init(_config: &Config) -> Result<Self> {
-        Ok(Echo)
+    fn init(config: &Config) -> Result<Self> {
+        let log = config.get::<bool>("log")?.unwrap_or(false);
+        let tag = config.get::<String>("tag")?.unwrap_or_else(|| "-".into());
+        Ok(Echo {
+            log: log.then_some(tag),
+        })
     }
 
     fn on_add(&mut self, e: &Event) -> Result<()> {
-        echo(e)
+        self.event(e)
     }
 
     fn on_update(&mut self, e: &Event) -> Result<()> {
-        echo(e)
+        self.event(e)
     }
 
     fn on_delete(&mut self, e: &Event) -> Result<()> {
-        echo(e)
+        self.event(e)
     }
 
     fn on_sync(&mut self, e: &Event) -> Result<()> {
-        echo(e)
+        self.event(e)
     }
 }
 

@@ -1,7 +1,10 @@
 //! Fault plugin: sleeps `ms` milliseconds per event through the WASI monotonic
-//! clock (so it waits without burning fuel or CPU). `[config] ms = 10` by default.
+//! clock (so it waits without burning fuel or CPU). `[config] ms = 10` by default;
+//! `init_ms` (default 0) makes `init` sleep that long too, as a plugin that
+//! loads state when it starts.
 //!
-//! Invariant: every `on-event` returns `ok` after at least `ms` milliseconds.
+//! Invariant: every `on-event` returns `ok` after at least `ms` milliseconds,
+//! and `init` returns after at least `init_ms`.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +16,7 @@ struct Slow {
 
 impl Handler for Slow {
     fn init(config: &Config) -> Result<Self> {
+        std::thread::sleep(Duration::from_millis(config.get("init_ms")?.unwrap_or(0)));
         Ok(Slow {
             delay: Duration::from_millis(config.get("ms")?.unwrap_or(10)),
         })

@@ -1,0 +1,270 @@
+//! Delivery: the one place that changes which keys this replica's plugins
+//! receive.
+//!
+//! Job: turn a [`Share`] (nothing, everything, or a set of ring arcs) into the
+//! ownership predicate that every plugin listener follows
+//! ([`kube_informer::Ownership`]), count the cached keys each change moves,
+//! and keep the figures the report and `/metrics` show.
+//!
+//! Invariants:
+//! - Changes are applied one at a time, in the order asked, and each returns
+//!   the informer's [`Handover`]: the plugins start no event for a lost key
+//!   once [`Delivery::apply`] has returned, and handle none once the handover
+//!   has finished.
+//! - Until a share is applied, a host in a cluster mode delivers nothing;
+//!   once sealed (shutdown), it never delivers again.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use kube_informer::ownership::{Everything, Nothing};
+use kube_informer::{Handover, InformerRegistry, Ownership, Owns};
+use parking_lot::{Mutex, RwLock};
+
+use super::ring::ArcSet;
+use super::shard::{Kinds, ShardOwns};
+
+/// What this replica delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Share {
+    /// Nothing (standby, lost lease, shutting down).
+    Nothing,
+    /// Every key (the leader).
+    Everything,
+    /// The keys hashing into these arcs (a shard).
+    Arcs(ArcSet),
+}
+
+impl Share {
+    /// The share of the ring, from 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        match self {
+            Share::Nothing => 0.0,
+            Share::Everything => 1.0,
+            Share::Arcs(a) => a.fraction(),
+        }
+    }
+
+    /// As arcs of the ring.
+    pub fn arcs(&self) -> ArcSet {
+        match self {
+            Share::Nothing => ArcSet::empty(),
+            Share::Everything => ArcSet::full(),
+            Share::Arcs(a) => a.clone(),
+        }
+    }
+}
+
+/// Figures of the changes applied so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeliveryStats {
+    /// Changes that moved at least one key or changed the share.
+    pub handovers: u64,
+    /// Cached keys gained (delivered as a replay), over all changes.
+    pub keys_gained: u64,
+    /// Cached keys released, over all changes.
+    pub keys_released: u64,
+    /// How long the last change took until no plugin handled a lost key, ms.
+    pub last_handover_ms: u64,
+    /// The longest such time, ms.
+    pub max_handover_ms: u64,
+    /// A change is applied but some plugin still handles a lost key.
+    pub in_transition: bool,
+    /// Wall-clock time of the last change, ms since the Unix epoch.
+    pub changed_at_unix_ms: u64,
+}
+
+struct State {
+    share: Share,
+    stats: DeliveryStats,
+    /// Shutting down: only [`Share::Nothing`] may be applied.
+    sealed: bool,
+}
+
+/// The delivery gate of one host.
+pub struct Delivery {
+    ownership: Arc<Ownership>,
+    kinds: Arc<Kinds>,
+    registry: RwLock<Weak<InformerRegistry>>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("share", &self.state.lock().share)
+            .finish()
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Delivery {
+    /// A gate that delivers nothing yet.
+    pub fn new(kinds: Arc<Kinds>) -> Arc<Self> {
+        Arc::new(Self {
+            ownership: Ownership::new(Nothing),
+            kinds,
+            registry: RwLock::new(Weak::new()),
+            state: Mutex::new(State {
+                share: Share::Nothing,
+                stats: DeliveryStats::default(),
+                sealed: false,
+            }),
+        })
+    }
+
+    /// The predicate every plugin listener is registered with.
+    pub fn ownership(&self) -> &Arc<Ownership> {
+        &self.ownership
+    }
+
+    /// Counts moved keys over `registry`'s caches.
+    pub fn attach(&self, registry: &Arc<InformerRegistry>) {
+        *self.registry.write() = Arc::downgrade(registry);
+    }
+
+    /// Records the group and kind of `resource` (from discovery), which
+    /// shard keys need; call it before subscribing a listener to it.
+    pub fn learn_kind(&self, resource: &str, group: &str, kind: &str) {
+        self.kinds.insert(resource, group, kind);
+    }
+
+    fn predicate(&self, share: &Share) -> Arc<dyn Owns> {
+        match share {
+            Share::Nothing => Arc::new(Nothing),
+            Share::Everything => Arc::new(Everything),
+            Share::Arcs(a) => Arc::new(ShardOwns::new(a.clone(), self.kinds.clone())),
+        }
+    }
+
+    /// The share in force.
+    pub fn share(&self) -> Share {
+        self.state.lock().share.clone()
+    }
+
+    /// Figures so far.
+    pub fn stats(&self) -> DeliveryStats {
+        self.state.lock().stats.clone()
+    }
+
+    /// Every cached object of every running informer, by resource.
+    fn caches(&self) -> Vec<(String, Vec<kube_informer::ObjectRef>)> {
+        let Some(registry) = self.registry.read().upgrade() else {
+            return Vec::new();
+        };
+        registry
+            .resources()
+            .into_iter()
+            .filter_map(|r| {
+                let i = registry.informer(&r)?;
+                Some((r, i.indexer().snapshot()))
+            })
+            .collect()
+    }
+
+    /// Applies `share`. Returns the handover (await it to know no plugin
+    /// still handles a lost key) and when the change started.
+    pub fn apply(&self, share: Share) -> (Handover, Instant) {
+        let started = Instant::now();
+        let mut st = self.state.lock();
+        if st.share == share || (st.sealed && share != Share::Nothing) {
+            return (Handover::default(), started);
+        }
+        let (old, new) = (self.predicate(&st.share), self.predicate(&share));
+        let (mut gained, mut released) = (0u64, 0u64);
+        for (resource, objects) in self.caches() {
+            for o in objects {
+                match (old.owns(&resource, &o), new.owns(&resource, &o)) {
+                    (false, true) => gained += 1,
+                    (true, false) => released += 1,
+                    _ => {}
+                }
+            }
+        }
+        let handover = self.ownership.set(SharedOwns(new));
+        st.share = share;
+        let s = &mut st.stats;
+        s.handovers += 1;
+        s.keys_gained += gained;
+        s.keys_released += released;
+        s.in_transition = handover.is_waiting();
+        s.changed_at_unix_ms = unix_ms();
+        if gained + released > 0 {
+            tracing::info!(
+                keys_gained = gained,
+                keys_released = released,
+                share = format!("{:.3}", st.share.fraction()),
+                "delivery changed"
+            );
+        }
+        (handover, started)
+    }
+
+    /// From now on only [`Share::Nothing`] is applied (shutdown).
+    pub fn seal(&self) {
+        self.state.lock().sealed = true;
+    }
+
+    /// Records that the change started at `started` has finished.
+    pub fn finished(&self, started: Instant) {
+        let ms = started.elapsed().as_millis() as u64;
+        let mut st = self.state.lock();
+        let s = &mut st.stats;
+        s.in_transition = false;
+        s.last_handover_ms = ms;
+        s.max_handover_ms = s.max_handover_ms.max(ms);
+        s.changed_at_unix_ms = unix_ms();
+    }
+
+    /// Applies `share` and waits until no plugin handles a lost key.
+    pub async fn apply_and_wait(&self, share: Share) {
+        let (handover, started) = self.apply(share);
+        handover.finished().await;
+        self.finished(started);
+    }
+
+    /// Cached keys delivered now, by resource.
+    pub fn owned_keys(&self) -> BTreeMap<String, Vec<String>> {
+        let p = self.ownership.current();
+        self.caches()
+            .into_iter()
+            .map(|(r, objects)| {
+                let mut keys: Vec<String> = objects
+                    .iter()
+                    .filter(|o| p.owns(&r, o))
+                    .map(|o| o.key())
+                    .collect();
+                keys.sort();
+                (r, keys)
+            })
+            .collect()
+    }
+
+    /// Number of cached keys delivered now, by resource.
+    pub fn shard_keys(&self) -> BTreeMap<String, u64> {
+        let p = self.ownership.current();
+        self.caches()
+            .into_iter()
+            .map(|(r, objects)| {
+                let n = objects.iter().filter(|o| p.owns(&r, o)).count() as u64;
+                (r, n)
+            })
+            .collect()
+    }
+}
+
+/// An already shared predicate, as [`Ownership::set`] takes one by value.
+struct SharedOwns(Arc<dyn Owns>);
+
+impl Owns for SharedOwns {
+    fn owns(&self, resource: &str, object: &kube_informer::Object) -> bool {
+        self.0.owns(resource, object)
+    }
+}

@@ -1,0 +1,222 @@
+//! The fence: until when this replica may still act on the lease it holds.
+//!
+//! Job: one shared value that the write path consults before every request
+//! to the API server. It is open until `renew sent + lease duration − clock
+//! skew margin`, measured on this process's monotonic clock from the moment
+//! the last successful acquisition or renewal was *sent*; each success pushes
+//! that deadline on. It closes by itself when the deadline passes, and is
+//! closed at once when the replica loses or gives up its lease, before its
+//! plugins are stopped.
+//!
+//! Why that deadline is safe: another replica takes the lease over only after
+//! it has seen the lease record unchanged for a whole lease duration, timed
+//! on its own clock from the moment it *observed* the last renewal (client-go
+//! semantics). It cannot observe a renewal before the renewal was sent, so its
+//! takeover is at least a lease duration after the send, while the fence
+//! closed a margin earlier. The margin absorbs the difference in clock *rates*
+//! between the two processes (offsets do not matter: no replica compares its
+//! clock with a timestamp another wrote) and the time between the check and the
+//! request reaching the API server that the request's own timeout does not
+//! cover (see [`Fence::check`]).
+//!
+//! The hook for the write path: before sending a request whose timeout is
+//! `t`, call [`Fence::check`]`(t)` and send only on `Ok`; give the request that
+//! same timeout. A request that passes can reach the server no later than the
+//! fence's deadline.
+//!
+//! Invariant: once [`Fence::shut`] has been called the fence never opens
+//! again; [`Fence::close`] only until the next successful renewal.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// Why a write may not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fenced {
+    /// The replica does not hold its lease (standby, lost, or shutting down).
+    #[error("this replica does not hold its lease")]
+    NotHeld,
+    /// The lease is held, but the request could still be in flight after the
+    /// moment another replica could take it over.
+    #[error("the lease may expire before a request with a {timeout_ms} ms timeout completes")]
+    TooLate {
+        /// The request timeout that was asked for.
+        timeout_ms: u64,
+    },
+}
+
+#[derive(Debug)]
+struct State {
+    /// Open strictly before this instant; `None`: closed.
+    deadline: Option<Instant>,
+    /// Never opens again.
+    shut: bool,
+}
+
+/// The shared fence of one lease.
+#[derive(Debug)]
+pub struct Fence {
+    state: Mutex<State>,
+    /// `None` for a host without leases: always open.
+    validity: Option<Duration>,
+}
+
+impl Fence {
+    /// A closed fence for a lease of `lease_duration`, with `skew_margin`
+    /// taken off every deadline. `skew_margin` must be below `lease_duration`.
+    pub fn new(lease_duration: Duration, skew_margin: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                deadline: None,
+                shut: false,
+            }),
+            validity: Some(lease_duration.saturating_sub(skew_margin)),
+        })
+    }
+
+    /// The fence of a host that runs alone (`[cluster] mode = "none"`):
+    /// always open.
+    pub fn unfenced() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                deadline: None,
+                shut: false,
+            }),
+            validity: None,
+        })
+    }
+
+    /// The hook for the write path: may a request with timeout `timeout` be
+    /// sent now? `Ok` means it can reach the API server before another replica
+    /// can take the lease over; give the request that timeout.
+    pub fn check(&self, timeout: Duration) -> Result<(), Fenced> {
+        let now = Instant::now();
+        if self.permits_until(now + timeout) {
+            return Ok(());
+        }
+        if self.permits(now) {
+            Err(Fenced::TooLate {
+                timeout_ms: timeout.as_millis() as u64,
+            })
+        } else {
+            Err(Fenced::NotHeld)
+        }
+    }
+
+    /// Whether the fence is open at `now`.
+    pub fn permits(&self, now: Instant) -> bool {
+        self.permits_until(now)
+    }
+
+    /// Whether the fence stays open until `until` (inclusive).
+    pub fn permits_until(&self, until: Instant) -> bool {
+        let st = self.state.lock();
+        if st.shut {
+            return false;
+        }
+        match self.validity {
+            None => true,
+            Some(_) => st.deadline.is_some_and(|d| until < d),
+        }
+    }
+
+    /// The instant the fence closes by itself, if open.
+    pub fn deadline(&self) -> Option<Instant> {
+        let st = self.state.lock();
+        if st.shut {
+            return None;
+        }
+        st.deadline
+    }
+
+    /// Records a successful acquisition or renewal that was sent at `sent`.
+    pub fn renewed(&self, sent: Instant) {
+        let Some(validity) = self.validity else {
+            return;
+        };
+        let mut st = self.state.lock();
+        if st.shut {
+            return;
+        }
+        let d = sent + validity;
+        st.deadline = Some(st.deadline.map_or(d, |old| old.max(d)));
+    }
+
+    /// Closes the fence until the next successful renewal (the lease was lost).
+    pub fn close(&self) {
+        self.state.lock().deadline = None;
+    }
+
+    /// Closes the fence for good (shutdown): no renewal reopens it.
+    pub fn shut(&self) {
+        let mut st = self.state.lock();
+        st.deadline = None;
+        st.shut = true;
+    }
+
+    /// Whether [`Fence::shut`] was called.
+    pub fn is_shut(&self) -> bool {
+        self.state.lock().shut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_until_renew_plus_lease_minus_margin() {
+        let f = Fence::new(Duration::from_secs(15), Duration::from_secs(1));
+        let t0 = Instant::now();
+        assert!(!f.permits(t0), "closed until the first renewal");
+        assert_eq!(f.check(Duration::ZERO), Err(Fenced::NotHeld));
+        f.renewed(t0);
+        assert!(f.permits(t0 + Duration::from_millis(13_999)));
+        assert!(!f.permits(t0 + Duration::from_secs(14)));
+        assert_eq!(f.deadline(), Some(t0 + Duration::from_secs(14)));
+        // A request must complete before the deadline.
+        assert!(f.permits_until(t0 + Duration::from_secs(10)));
+        assert!(f.check(Duration::from_secs(20)).is_err());
+        // A renewal sent earlier than the last one never shortens the fence.
+        f.renewed(t0 - Duration::from_secs(5));
+        assert_eq!(f.deadline(), Some(t0 + Duration::from_secs(14)));
+        f.renewed(t0 + Duration::from_secs(2));
+        assert_eq!(f.deadline(), Some(t0 + Duration::from_secs(16)));
+    }
+
+    #[test]
+    fn close_lasts_until_the_next_renewal_and_shut_forever() {
+        let f = Fence::new(Duration::from_secs(3), Duration::from_millis(500));
+        let now = Instant::now();
+        f.renewed(now);
+        assert!(f.check(Duration::from_millis(100)).is_ok());
+        f.close();
+        assert_eq!(f.check(Duration::ZERO), Err(Fenced::NotHeld));
+        f.renewed(Instant::now());
+        assert!(f.check(Duration::ZERO).is_ok());
+        f.shut();
+        f.renewed(Instant::now());
+        assert!(!f.permits(Instant::now()));
+        assert!(f.is_shut());
+    }
+
+    #[test]
+    fn a_host_without_leases_is_never_fenced() {
+        let f = Fence::unfenced();
+        assert!(f.check(Duration::from_secs(3600)).is_ok());
+        f.shut();
+        assert!(f.check(Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn too_late_is_told_apart_from_not_held() {
+        let f = Fence::new(Duration::from_secs(2), Duration::ZERO);
+        f.renewed(Instant::now());
+        assert_eq!(
+            f.check(Duration::from_secs(5)),
+            Err(Fenced::TooLate { timeout_ms: 5000 })
+        );
+    }
+}

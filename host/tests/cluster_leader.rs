@@ -1,0 +1,223 @@
+//! Leader election across processes: three `wasm-informer run` replicas in
+//! `[cluster] mode = "leader"` against one `wasm-informer sim`. The oracles
+//! are the simulator's request log (accepted writes of the election Lease,
+//! with their arrival times and the replica that sent them) and what each
+//! replica's plugin logged it handled.
+//!
+//! Durations are short (3 s / 2 s / 0.5 s, margin 0.5 s) and every bound is
+//! derived from them.
+
+mod cluster_support;
+mod host_support;
+
+use std::time::Duration;
+
+use cluster_support::*;
+use host_support::{sample, LONG};
+
+const LEASE_PATH: &str =
+    "/apis/coordination.k8s.io/v1/namespaces/wasm-informer/leases/wasm-informer";
+
+fn leaders(reps: &[&Replica]) -> Vec<String> {
+    reps.iter()
+        .filter(|r| r.cluster(false).is_some_and(|c| c["role"] == "leader"))
+        .map(|r| r.identity.clone())
+        .collect()
+}
+
+/// The first accepted write of the election lease after `after` that makes
+/// someone other than `previous` the holder: (holder, arrival time).
+fn next_acquisition(sim: &Sim, after: u64, previous: &str) -> Option<(String, u64)> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.path == LEASE_PATH && r.is_accepted_write() && r.at_micros > after)
+        .find_map(|r| {
+            let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+            let h = v["spec"]["holderIdentity"].as_str()?.to_string();
+            (!h.is_empty() && h != previous).then_some((h, r.at_micros))
+        })
+}
+
+#[test]
+fn one_leader_fails_over_within_lease_plus_retry_and_leadership_never_overlaps() {
+    let t = FAST;
+    let lease = Duration::from_millis(t.lease_ms);
+    let retry = Duration::from_millis(t.retry_ms);
+    let fx = cluster_fixture("leader", t, 60);
+    let sim = Sim::start(fx.path());
+    let mut reps: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
+        .iter()
+        .map(|id| Replica::start(fx.path(), &sim, id))
+        .collect();
+
+    // Exactly one leader, and it stays the only one.
+    wait_until("three ready replicas and one leader", LONG, || {
+        let all: Vec<&Replica> = reps.iter().collect();
+        all.iter().all(|r| r.ready()) && leaders(&all).len() == 1
+    });
+    for _ in 0..20 {
+        let all: Vec<&Replica> = reps.iter().collect();
+        assert_eq!(leaders(&all).len(), 1, "not exactly one leader");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let first = leaders(&reps.iter().collect::<Vec<_>>())[0].clone();
+    let keys: Vec<String> = sim.pods().keys().cloned().collect();
+
+    // Standbys keep their informers synced and deliver nothing.
+    let churn = Churn::start(sim.addr, keys.clone(), Duration::from_millis(40));
+    std::thread::sleep(Duration::from_secs(2));
+    for r in reps.iter().filter(|r| r.identity != first) {
+        let m = r.metrics_text();
+        assert_eq!(
+            sample(&m, "wasm_informer_informer_synced{resource=\"v1/pods\"}"),
+            Some(1.0),
+            "{} is not warm",
+            r.identity
+        );
+        assert!(
+            sample(&m, "wasm_informer_informer_objects{resource=\"v1/pods\"}").unwrap_or(0.0)
+                >= keys.len() as f64
+        );
+        assert!(
+            r.events().is_empty(),
+            "standby {} delivered events",
+            r.identity
+        );
+        let series = format!(
+            "wasm_informer_leader{{mode=\"leader\",identity=\"{}\"}}",
+            r.identity
+        );
+        assert_eq!(sample(&m, &series), Some(0.0), "{series}");
+    }
+    let leader = reps.iter().find(|r| r.identity == first).unwrap();
+    assert!(!leader.events().is_empty(), "the leader delivered nothing");
+    // The plugin's init config carries the replica's identity.
+    let init = leader
+        .proc
+        .log()
+        .into_iter()
+        .find(|l| l.contains("init config="))
+        .expect("init config logged");
+    assert!(
+        init.contains(&format!("\"identity\":\"{first}\"")),
+        "{init}"
+    );
+    assert!(init.contains("\"mode\":\"leader\""), "{init}");
+
+    // kill -9 of the leader: another replica takes over within lease + retry.
+    let t_kill = now_micros();
+    reps.iter_mut()
+        .find(|r| r.identity == first)
+        .unwrap()
+        .proc
+        .kill9();
+    let bound = lease + retry;
+    let mut took = None;
+    wait_until("a new leader after kill -9", bound * 4, || {
+        took = next_acquisition(&sim, t_kill, &first);
+        took.is_some()
+    });
+    let (second, at) = took.unwrap();
+    let kill_handover = Duration::from_micros(at - t_kill);
+    eprintln!(
+        "kill -9 of {first}: {second} acquired the lease after {kill_handover:?} (bound {bound:?})"
+    );
+    // One retry period of slack for scheduling on a loaded machine.
+    assert!(
+        kill_handover <= bound + retry,
+        "failover took {kill_handover:?}, more than {bound:?} + {retry:?}"
+    );
+
+    // The new leader starts with a replay of the whole cache (I6).
+    let new_leader = reps.iter().find(|r| r.identity == second).unwrap();
+    wait_until("the new leader's replay", LONG, || {
+        new_leader.events().iter().filter(|e| e.initial).count() >= keys.len()
+    });
+    let evs = new_leader.events();
+    assert!(
+        evs[0].initial,
+        "the new leader's first event is not a replay: {:?}",
+        evs[0]
+    );
+
+    // SIGTERM of the new leader: the lease is released after its plugins
+    // drained, and the last standby takes it faster than after a kill.
+    std::thread::sleep(Duration::from_secs(1));
+    let t_term = now_micros();
+    let r = reps.iter_mut().find(|r| r.identity == second).unwrap();
+    r.proc.terminate();
+    let status = r.proc.wait_exit(LONG);
+    assert!(status.success(), "SIGTERM exit: {status}");
+    let mut took = None;
+    wait_until("a leader after SIGTERM", bound * 4, || {
+        took = next_acquisition(&sim, t_term, &second);
+        took.is_some()
+    });
+    let (third, at) = took.unwrap();
+    let term_handover = Duration::from_micros(at - t_term);
+    eprintln!("SIGTERM of {second}: {third} acquired the lease after {term_handover:?}");
+    assert!(
+        term_handover < kill_handover,
+        "SIGTERM ({term_handover:?}) was not faster than kill -9 ({kill_handover:?})"
+    );
+    assert!(
+        term_handover < lease,
+        "after a release the standby must not wait for expiry"
+    );
+
+    // A fresh replica joins as a standby; churn stops; the leader's plugin
+    // ends with every pod's final state (I5).
+    reps.push(Replica::start(fx.path(), &sim, "rep-d"));
+    std::thread::sleep(Duration::from_secs(2));
+    churn.stop();
+    let final_leader = reps.iter().find(|r| r.identity == third).unwrap();
+    let pods = sim.pods();
+    wait_until("the leader's plugin to see the final state", LONG, || {
+        final_state_mismatches(&pods, &final_leader.events()).is_empty()
+    });
+    for r in &reps {
+        r.assert_no_dropped_lines();
+    }
+
+    // The request log: leadership tenures never overlap, and every write a
+    // replica sent (today its Lease writes; later its plugins' writes) lies
+    // within one of its own tenures.
+    let reqs = sim.requests();
+    let validity = (t.lease_ms - t.margin_ms) * 1000;
+    let ts = tenures(&reqs, LEASE_PATH, validity);
+    assert!(ts.len() >= 3, "expected three tenures: {ts:?}");
+    for w in ts.windows(2) {
+        assert!(
+            w[1].from >= w[0].to,
+            "tenures overlap: {} until {} and {} from {}",
+            w[0].holder,
+            w[0].to,
+            w[1].holder,
+            w[1].from
+        );
+    }
+    let holders: Vec<&str> = ts.iter().map(|t| t.holder.as_str()).collect();
+    assert_eq!(
+        &holders[..3],
+        &[first.as_str(), second.as_str(), third.as_str()]
+    );
+    let mut checked = 0;
+    for w in reqs.iter().filter(|r| r.is_accepted_write()) {
+        let Some(who) = w.replica() else { continue };
+        // Acquisitions open a tenure; everything else must lie inside one.
+        let acquisition = ts.iter().any(|t| t.holder == who && t.from == w.at_micros);
+        if acquisition {
+            continue;
+        }
+        let inside = ts
+            .iter()
+            .any(|t| t.holder == who && t.from <= w.at_micros && w.at_micros <= t.to);
+        assert!(
+            inside,
+            "{who} wrote {} {} at {} outside its leadership",
+            w.method, w.path, w.at_micros
+        );
+        checked += 1;
+    }
+    assert!(checked > 10, "too few writes checked: {checked}");
+}

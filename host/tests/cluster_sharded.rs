@@ -1,0 +1,187 @@
+//! Sharding across processes: replicas in `[cluster] mode = "sharded"`
+//! against one `wasm-informer sim`, with pods churned through the API.
+//!
+//! Oracles: consistent cuts of every live replica's `/cluster?keys=1`
+//! (which keys each delivers; a cut counts only when no replica changed what
+//! it delivers since the cut began), the simulator's store (which pods exist,
+//! at which resourceVersion), and what each replica's plugin logged it
+//! handled (the duplicate-handling and final-state oracles).
+
+mod cluster_support;
+mod host_support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use cluster_support::*;
+use host_support::LONG;
+
+#[test]
+fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final_states_survive_a_rolling_restart(
+) {
+    let t = FAST;
+    let lease = Duration::from_millis(t.lease_ms);
+    let retry = Duration::from_millis(t.retry_ms);
+    let fx = cluster_fixture("sharded", t, 90);
+    let sim = Sim::start(fx.path());
+    let mut gone: Vec<Replica> = Vec::new();
+    let mut live: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
+        .iter()
+        .map(|id| Replica::start(fx.path(), &sim, id))
+        .collect();
+    let stable: Vec<String> = sim.pods().keys().cloned().collect();
+    let mut s = Sampling::default();
+    wait_until("three ready replicas", LONG, || {
+        live.iter().all(Replica::ready)
+    });
+    let settle = s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
+    eprintln!("three replicas settled in {settle:?}");
+
+    // Each replica holds its own Lease in the ring, labelled with its name.
+    let leases = sim.leases();
+    let names: BTreeSet<&str> = leases
+        .iter()
+        .filter(|l| l["metadata"]["labels"]["wasm-informer.dev/ring"] == "wasm-informer")
+        .filter_map(|l| l["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, BTreeSet::from(["rep-a", "rep-b", "rep-c"]));
+    // The plugin's init config names the replica's shard.
+    let init = live[1]
+        .proc
+        .log()
+        .into_iter()
+        .find(|l| l.contains("init config="))
+        .unwrap();
+    assert!(
+        init.contains("\"shard\":\"rep-b\"") && init.contains("\"ring\":\"wasm-informer\""),
+        "{init}"
+    );
+
+    let churn = Churn::start(sim.addr, stable.clone(), Duration::from_millis(30));
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        s.sample(&live.iter().collect::<Vec<_>>(), &stable);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // kill -9 of rep-c: its keys reach the others within the lease duration
+    // (plus one retry period for the observation, and one for scheduling).
+    let cut = s.sample(&live.iter().collect::<Vec<_>>(), &stable);
+    let c_keys: BTreeSet<String> = cut
+        .and_then(|c| c.owned.get("rep-c").cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|k| stable.contains(k))
+        .collect();
+    let t_kill = now_micros();
+    let mut c = live.remove(2);
+    c.proc.kill9();
+    gone.push(c);
+    let moved_in = s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
+    // Its last accepted renewal, from the simulator's request log: others may
+    // take over a lease duration after it.
+    let last_renewal = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.replica() == Some("rep-c") && r.is_accepted_write() && r.at_micros <= t_kill)
+        .map(|r| r.at_micros)
+        .max()
+        .unwrap();
+    let since_renewal = Duration::from_micros(t_kill - last_renewal) + moved_in;
+    eprintln!(
+        "kill -9 of rep-c: its {} keys owned by others {moved_in:?} after the kill, {since_renewal:?} after its last renewal (lease {lease:?})",
+        c_keys.len()
+    );
+    // The lease duration, plus one retry period of slack for scheduling and
+    // the sampling interval.
+    assert!(
+        since_renewal <= lease + retry,
+        "reassignment took {since_renewal:?} after the last renewal"
+    );
+    assert!(
+        moved_in <= lease + retry,
+        "reassignment took {moved_in:?} after the kill"
+    );
+    // ... and were handled there: each reached a survivor's plugin.
+    let handled_after: BTreeSet<String> = live
+        .iter()
+        .flat_map(|r| r.events())
+        .filter(|e| e.at_micros > t_kill)
+        .map(|e| e.key)
+        .collect();
+    let missing: Vec<&String> = c_keys
+        .iter()
+        .filter(|k| !handled_after.contains(*k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys of the killed replica never handled by the others: {missing:?}"
+    );
+
+    // A replacement joins, then a rolling restart of all three (SIGTERM,
+    // start the successor, wait until the ring settles), under churn.
+    live.push(Replica::start(fx.path(), &sim, "rep-d"));
+    wait_until("rep-d ready", LONG, || live[2].ready());
+    s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
+    for (old, new) in [("rep-a", "rep-e"), ("rep-b", "rep-f"), ("rep-d", "rep-g")] {
+        let i = live.iter().position(|r| r.identity == old).unwrap();
+        let mut r = live.remove(i);
+        let t_term = Instant::now();
+        r.proc.terminate();
+        let status = r.proc.wait_exit(LONG);
+        assert!(status.success(), "{old} exit: {status}");
+        let took = s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
+        eprintln!(
+            "SIGTERM of {old}: the others settled {:?} after it exited ({:?} after the signal)",
+            took,
+            t_term.elapsed()
+        );
+        gone.push(r);
+        live.push(Replica::start(fx.path(), &sim, new));
+        let n = live.len() - 1;
+        wait_until("the successor ready", LONG, || live[n].ready());
+        let joined = s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
+        eprintln!("{new} joined: the ring settled {joined:?} after it was ready");
+    }
+
+    // Churn stops; every pod's final state reached some live replica's plugin.
+    let ops = churn.stop();
+    let pods = sim.pods();
+    wait_until("final states at the live replicas", LONG, || {
+        let evs: Vec<Event> = live.iter().flat_map(|r| r.events()).collect();
+        final_state_mismatches(&pods, &evs).is_empty()
+    });
+    s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
+
+    // The oracles over everything every replica ever handled.
+    let all: Vec<Event> = live
+        .iter()
+        .chain(gone.iter())
+        .flat_map(|r| r.events())
+        .collect();
+    for r in live.iter().chain(gone.iter()) {
+        r.assert_no_dropped_lines();
+    }
+    let dups = duplicate_handlings(&all);
+    eprintln!(
+        "churn ops {ops}, events {}, key moves {}, samples {} ({} consistent, {} settled), duplicate handlings {}",
+        all.len(),
+        moves(&all),
+        s.samples,
+        s.consistent,
+        s.settled,
+        dups.len()
+    );
+    assert!(
+        s.doubly.is_empty(),
+        "keys owned by two live replicas: {:?}",
+        s.doubly
+    );
+    assert!(
+        s.uncovered.is_empty(),
+        "settled cuts with unowned keys: {:?}",
+        s.uncovered
+    );
+    assert!(s.settled >= 5, "too few settled samples: {s:?}");
+    assert!(dups.is_empty(), "duplicate handlings: {dups:#?}");
+}
