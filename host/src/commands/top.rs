@@ -113,9 +113,39 @@ fn sample(line: &str) -> Option<(&str, Labels, f64)> {
     Some((name, labels, value))
 }
 
+/// The `q` quantile of a cumulative histogram (`(le, count)` by `le`), by
+/// linear interpolation inside the bucket, as Prometheus'
+/// `histogram_quantile` does; None when it holds no observation.
+fn quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            let width = count - below;
+            let within = if width > 0.0 {
+                (rank - below) / width
+            } else {
+                1.0
+            };
+            return Some(lower + (le - lower) * within);
+        }
+        (lower, below) = (le, count);
+    }
+    Some(lower)
+}
+
 /// The host's metrics text as a [`Snapshot`].
 pub fn parse_metrics(text: &str) -> Snapshot {
     let mut s = Snapshot::default();
+    // wasm_informer_plugin_handler_duration_seconds_bucket, by plugin.
+    let mut histograms: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for line in text.lines() {
         let Some((name, labels, v)) = sample(line) else {
             continue;
@@ -150,8 +180,22 @@ pub fn parse_metrics(text: &str) -> Snapshot {
                         p.state = st.to_string();
                     }
                 }
+                // Hosts before the histogram.
                 "handler_latency_p50_seconds" => p.latency_us.p50 = (v * 1e6).round() as u64,
                 "handler_latency_p99_seconds" => p.latency_us.p99 = (v * 1e6).round() as u64,
+                "handler_duration_seconds_bucket" => {
+                    let le = match label("le") {
+                        Some("+Inf") | Some("Inf") => Some(f64::INFINITY),
+                        Some(b) => b.parse().ok(),
+                        None => None,
+                    };
+                    if let Some(le) = le {
+                        histograms
+                            .entry(plugin.to_string())
+                            .or_default()
+                            .push((le, v));
+                    }
+                }
                 _ => {}
             }
         } else if let Some(metric) = name.strip_prefix("wasm_informer_informer_") {
@@ -179,6 +223,14 @@ pub fn parse_metrics(text: &str) -> Snapshot {
                 }
                 _ => {}
             }
+        }
+    }
+    for (plugin, mut buckets) in histograms {
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some(p) = s.report.plugins.get_mut(&plugin) {
+            let us = |q| quantile(q, &buckets).map_or(0, |v| (v * 1e6).round() as u64);
+            p.latency_us.p50 = us(0.5);
+            p.latency_us.p99 = us(0.99);
         }
     }
     s
@@ -676,7 +728,18 @@ mod tests {
         m.snapshot = Some(second.clone());
         let lines = screen(&mut m, 120, 30);
         let text = lines.join("\n");
-        assert!(lines[0].starts_with("ready · "), "{text}");
+        let ready = if second.ready == Some(true) {
+            "ready · "
+        } else {
+            "not ready · "
+        };
+        assert!(lines[0].starts_with(ready), "{text}");
+        // The recording's handler times are a histogram: p99 comes from it.
+        assert!(
+            second.report.plugins.values().all(|p| p.latency_us.p99 > 0),
+            "{:?}",
+            second.report.plugins
+        );
         for (name, p) in &second.report.plugins {
             let row = lines
                 .iter()
@@ -714,6 +777,30 @@ mod tests {
         for name in second.report.plugins.keys() {
             assert!(p.lines().any(|l| l.starts_with(name.as_str())), "{p}");
         }
+    }
+
+    #[test]
+    fn p99_comes_from_the_histogram_as_histogram_quantile_computes_it() {
+        // 100 calls: 90 at most 4 µs, 9 more at most 16 µs, 1 at most 64 µs.
+        let b = [
+            (1e-6, 0.0),
+            (4e-6, 90.0),
+            (16e-6, 99.0),
+            (64e-6, 100.0),
+            (f64::INFINITY, 100.0),
+        ];
+        let p99 = quantile(0.99, &b).unwrap();
+        assert!((p99 - 16e-6).abs() < 1e-12, "{p99}");
+        let p50 = quantile(0.5, &b).unwrap();
+        assert!((p50 - (1e-6 + 3e-6 * 50.0 / 90.0)).abs() < 1e-12, "{p50}");
+        assert_eq!(quantile(0.99, &[(1e-6, 0.0), (f64::INFINITY, 0.0)]), None);
+        let text = "wasm_informer_plugin_events_total{plugin=\"a\",kind=\"added\"} 100\n\
+            wasm_informer_plugin_handler_duration_seconds_bucket{plugin=\"a\",le=\"4e-6\"} 90\n\
+            wasm_informer_plugin_handler_duration_seconds_bucket{plugin=\"a\",le=\"1.6e-5\"} 99\n\
+            wasm_informer_plugin_handler_duration_seconds_bucket{plugin=\"a\",le=\"6.4e-5\"} 100\n\
+            wasm_informer_plugin_handler_duration_seconds_bucket{plugin=\"a\",le=\"+Inf\"} 100\n";
+        let s = parse_metrics(text);
+        assert_eq!(s.report.plugins["a"].latency_us.p99, 16);
     }
 
     #[test]
