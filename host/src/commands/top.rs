@@ -284,6 +284,24 @@ pub struct Model {
     pub error: Option<String>,
     /// The selected plugin row.
     pub table: TableState,
+    /// With a log pane (`dev`'s view): the log file's path.
+    pub log_title: Option<String>,
+    /// The log pane's lines, oldest first.
+    pub logs: Vec<String>,
+}
+
+impl Model {
+    /// The name of the selected plugin row.
+    pub fn selected_plugin(&self) -> Option<String> {
+        let i = self.table.selected()?;
+        self.snapshot
+            .as_ref()?
+            .report
+            .plugins
+            .keys()
+            .nth(i)
+            .cloned()
+    }
 }
 
 const PLUGIN_HEADER: [&str; 10] = [
@@ -408,13 +426,28 @@ pub fn draw(f: &mut Frame, m: &mut Model) {
     let plugins = plugin_rows(m);
     let informers = informer_rows(m);
     let informer_height = informers.len() as u16 + 3;
-    let [head, plugin_area, informer_area, foot] = Layout::vertical([
+    let log_height = if m.log_title.is_some() { 12 } else { 0 };
+    let [head, plugin_area, informer_area, log_area, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(4),
         Constraint::Length(informer_height),
+        Constraint::Length(log_height),
         Constraint::Length(1),
     ])
     .areas(f.area());
+    if let Some(title) = &m.log_title {
+        let shown = log_area.height.saturating_sub(2) as usize;
+        let start = m.logs.len().saturating_sub(shown);
+        let who = m
+            .selected_plugin()
+            .map(|p| format!("{p}'s lines"))
+            .unwrap_or_else(|| "all lines".into());
+        f.render_widget(
+            Paragraph::new(m.logs[start..].join("\n"))
+                .block(Block::bordered().title(format!(" log ({who}): {title} "))),
+            log_area,
+        );
+    }
     f.render_widget(
         Paragraph::new(Line::from(summary(m))).style(Style::default().add_modifier(Modifier::BOLD)),
         head,
