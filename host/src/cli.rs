@@ -104,8 +104,9 @@ pub struct RunArgs {
     /// validates and answers, and nothing persists.
     #[arg(long)]
     pub dry_run: bool,
-    /// Show the per-plugin status table even when stdout is not a terminal
-    /// (`always`), or never (`never`).
+    /// On a terminal (`auto`, `always`): the live view, with the log in a
+    /// file meanwhile. `always` without a terminal: the plain status table
+    /// on stdout. `never`: only the log, on stderr.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub status: StatusMode,
     /// This replica's identity in leader election and sharding (default: the

@@ -222,18 +222,32 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         );
     }
 
-    let show_status = match args.status {
-        StatusMode::Always => true,
-        StatusMode::Never => false,
-        StatusMode::Auto => std::io::stdout().is_terminal(),
+    // On a terminal: the live view (the log goes to a file meanwhile). With
+    // `--status always` and no terminal: the plain table on stdout.
+    let terminal = std::io::stdout().is_terminal();
+    let view = match (args.status, terminal) {
+        (StatusMode::Never, _) | (_, false) => None,
+        _ => Some(
+            wasm_informer::commands::live::start(StatusMode::Always, observe.clone(), None)
+                .map_err(|e| Failure::runtime(format!("cannot start the live view: {e}")))?,
+        ),
     };
-    let status = show_status.then(|| wasm_informer::status::spawn(observe.clone()));
+    let status = (args.status == StatusMode::Always && !terminal)
+        .then(|| wasm_informer::status::spawn(observe.clone()));
+    let quit = async {
+        match &view {
+            Some(v) => v.quit().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(quit);
 
     let why = match args.duration {
         Some(secs) if secs.is_finite() && secs >= 0.0 => {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => "duration elapsed",
                 s = termination() => s,
+                _ = &mut quit => "quit from the live view",
             }
         }
         Some(secs) => {
@@ -241,8 +255,17 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
                 "--duration {secs}: must be a number of seconds >= 0"
             )))
         }
-        None => termination().await,
+        None => tokio::select! {
+            s = termination() => s,
+            _ = &mut quit => "quit from the live view",
+        },
     };
+    if let Some(v) = &view {
+        v.stop().await;
+        if let Some(log) = v.log_file() {
+            eprintln!("wasm-informer: the log is in {}", log.display());
+        }
+    }
     tracing::info!(reason = why, "shutting down");
     if let Some(t) = status {
         t.abort();

@@ -175,3 +175,81 @@ fn the_live_view_owns_a_real_terminal_and_q_quits() {
     host.terminate();
     assert!(host.wait_exit(LONG).success());
 }
+
+#[test]
+fn run_on_a_terminal_shows_the_live_view_and_q_writes_the_report() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux is missing in CI: scripts/setup.sh installs it"
+        );
+        eprintln!("SKIPPED: tmux is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let f = fixture();
+    let report = f.path("report.json");
+    let stderr = f.path("stderr");
+    let done = f.path("exit");
+    let cmd = format!(
+        "{BIN} run --config {} --sim --report {} 2> {}; echo $? > {}",
+        f.dir().display(),
+        report.display(),
+        stderr.display(),
+        done.display()
+    );
+    let socket = format!("wi-run-{}", std::process::id());
+    tmux(
+        &socket,
+        &[
+            "new-session",
+            "-d",
+            "-x",
+            "130",
+            "-y",
+            "36",
+            "sh",
+            "-c",
+            &cmd,
+        ],
+    );
+    let deadline = Instant::now() + LONG;
+    let screen = loop {
+        let s = tmux(&socket, &["capture-pane", "-p"]);
+        let rows = ["alpha", "beta"].iter().all(|n| {
+            s.lines()
+                .any(|l| l.starts_with(&format!("│{n} ")) && l.contains("running"))
+        });
+        if rows && s.contains("host.log") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            tmux(&socket, &["kill-server"]);
+            panic!("the live view never showed the plugin rows:\n{s}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for l in screen.lines() {
+        assert!(
+            !l.starts_with("20") && !l.starts_with("wasm-informer:"),
+            "a raw log line outside the view: {l}\n{screen}"
+        );
+    }
+    tmux(&socket, &["send-keys", "q"]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done.exists() {
+        if Instant::now() > deadline {
+            let s = tmux(&socket, &["capture-pane", "-p"]);
+            tmux(&socket, &["kill-server"]);
+            panic!("q did not stop the host:\n{s}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux(&socket, &["kill-server"]);
+    assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "0");
+    let err = std::fs::read_to_string(&stderr).unwrap();
+    assert!(err.contains("wasm-informer: the log is in"), "{err}");
+    assert!(err.contains("quit from the live view"), "{err}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["plugins"]["alpha"]["state"], "stopped", "{r}");
+}

@@ -1,4 +1,4 @@
-//! The view `dev` shows while it runs: the live view (the tables of
+//! The view `run` and `dev` show while they run: the live view (the tables of
 //! `wasm-informer top`, read in-process, plus a log pane) when stdout is a
 //! terminal (or `--status always`), else the plain log stream on stderr
 //! (`--status never`).
@@ -116,8 +116,9 @@ fn read_tail(path: &Path) -> String {
     }
 }
 
-/// Starts the view for `mode`. `project` holds the log file
-/// (`.wasm-informer/dev.log`) while the live view is up.
+/// Starts the view for `mode`. While the live view is up, the log goes to
+/// `PROJECT/.wasm-informer/dev.log` (`dev`), or with no project (`run`) to
+/// `TMPDIR/wasm-informer-PID/host.log`.
 pub fn start(
     mode: StatusMode,
     source: Arc<dyn Observe>,
@@ -136,12 +137,15 @@ pub fn start(
             live: None,
         });
     }
-    let dir = match project {
-        Some(p) => p.join(".wasm-informer"),
-        None => std::env::temp_dir().join(format!("wasm-informer-{}", std::process::id())),
+    let log_path = match project {
+        Some(p) => p.join(".wasm-informer/dev.log"),
+        None => std::env::temp_dir()
+            .join(format!("wasm-informer-{}", std::process::id()))
+            .join("host.log"),
     };
-    std::fs::create_dir_all(&dir)?;
-    let log_path = dir.join("dev.log");
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let log = File::create(&log_path)?;
     // SAFETY: dup and dup2 on the process's own descriptors; `log` stays
     // open until dup2 has made fd 2 a copy of it.
