@@ -19,8 +19,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WIT_BINDGEN_VERSION="0.63.0"
-# prometheus brings promtool, which checks the host's /metrics output in the tests.
-APT_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 kubectl prometheus)
+# prometheus brings promtool, which checks the host's /metrics output in the tests;
+# docker-registry is the OCI registry the pull and push tests start on loopback;
+# tmux is the real terminal the live view is tested in.
+APT_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 kubectl prometheus docker-registry tmux)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -39,6 +39,22 @@ pub enum Command {
     /// ServiceAccount needs for the plugins of a config directory, derived
     /// from their manifests.
     Rbac(RbacArgs),
+    /// Creates a plugin project (source, build file, manifest, README, test
+    /// fixture) that builds with one command, anywhere on disk.
+    New(crate::commands::new::NewArgs),
+    /// Runs a plugin against objects and changes from YAML or JSON files,
+    /// with every write a dry run against the embedded simulator; prints its
+    /// logs, writes, Events and traps as JSON.
+    Test(crate::commands::test::TestArgs),
+    /// The edit loop: rebuilds the plugin on every save and hot-loads it into
+    /// a host running against the embedded simulator.
+    Dev(crate::commands::dev::DevArgs),
+    /// Publishes a component to an OCI registry as a Wasm artifact
+    /// (`oci://HOST/REPOSITORY:TAG`); prints the digest that pins it.
+    Push(crate::oci::push::PushArgs),
+    /// A live view of a running host, read from its metrics endpoint: one
+    /// row per plugin and per informer (`q` quits).
+    Top(crate::commands::top::TopArgs),
 }
 
 /// Flags of `rbac`.
@@ -88,8 +104,9 @@ pub struct RunArgs {
     /// validates and answers, and nothing persists.
     #[arg(long)]
     pub dry_run: bool,
-    /// Show the per-plugin status table even when stdout is not a terminal
-    /// (`always`), or never (`never`).
+    /// On a terminal (`auto`, `always`): the live view, with the log in a
+    /// file meanwhile. `always` without a terminal: the plain status table
+    /// on stdout. `never`: only the log, on stderr.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub status: StatusMode,
     /// This replica's identity in leader election and sharding (default: the

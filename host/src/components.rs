@@ -61,6 +61,16 @@ impl PassComponents {
             .map_err(|e| ComponentError::Read(format!("read task failed: {e}")))?
             .map_err(|e| ComponentError::Read(e.to_string()))?
             .into();
+        self.get_bytes(engine, bytes).await
+    }
+
+    /// The compiled component of `bytes` (a component pulled from a
+    /// registry), compiled at most once per distinct content in this pass.
+    pub async fn get_bytes(
+        &self,
+        engine: &Arc<PluginEngine>,
+        bytes: Arc<[u8]>,
+    ) -> Result<Component, ComponentError> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         bytes.hash(&mut h);
         let slot = {

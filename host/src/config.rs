@@ -842,8 +842,12 @@ pub struct PluginManifest {
     pub file: PathBuf,
     /// Unique plugin name.
     pub name: String,
-    /// The component, resolved relative to the manifest.
+    /// The component, resolved relative to the manifest (for an OCI
+    /// reference, the reference as written).
     pub wasm: PathBuf,
+    /// `wasm = "oci://..."`: the component is pulled from this registry
+    /// reference at each load.
+    pub oci: Option<crate::oci::OciRef>,
     /// Resources whose events the plugin receives, with their positions.
     pub resources: Vec<Located<String>>,
     /// Only objects in this namespace.
@@ -859,6 +863,8 @@ pub struct PluginManifest {
     pub config_json: String,
     /// Position of the `name` key, for duplicate-name errors.
     pub name_position: (usize, usize),
+    /// Line and column of the `wasm` value (for errors about the component).
+    pub wasm_position: (usize, usize),
     /// What the plugin may do on the API server (`[[write]]`, `events`,
     /// `dry_run`) and how its calls are paced and bounded.
     pub kube: KubeSettings,
@@ -1080,8 +1086,18 @@ impl PluginManifest {
             ));
         }
         let base = path.parent().unwrap_or(Path::new("."));
-        let wasm = normalize(&base.join(raw.wasm.get_ref()));
-        if !wasm.is_file() {
+        let oci = match crate::oci::is_oci(raw.wasm.get_ref()) {
+            true => Some(
+                crate::oci::OciRef::parse(raw.wasm.get_ref())
+                    .map_err(|e| ConfigError::at(&src, raw.wasm.span(), "wasm", e))?,
+            ),
+            false => None,
+        };
+        let wasm = match oci {
+            Some(_) => PathBuf::from(raw.wasm.get_ref()),
+            None => normalize(&base.join(raw.wasm.get_ref())),
+        };
+        if oci.is_none() && !wasm.is_file() {
             return Err(ConfigError::at(
                 &src,
                 raw.wasm.span(),
@@ -1193,8 +1209,10 @@ impl PluginManifest {
         Ok(PluginManifest {
             file: path.to_path_buf(),
             name_position: pos(raw.name.span()),
+            wasm_position: pos(raw.wasm.span()),
             name: raw.name.into_inner(),
             wasm,
+            oci,
             resources,
             namespace,
             label_selector,

@@ -74,6 +74,9 @@ struct Part {
 /// One running version of a plugin.
 struct Slot {
     manifest: PluginManifest,
+    /// For a component pulled from a registry: the manifest digest it
+    /// resolved to.
+    digest: Option<String>,
     status: Arc<PluginStatus>,
     parts: Vec<Part>,
     /// A controller's queue, triggers and workers (instead of `parts`).
@@ -135,6 +138,8 @@ impl Slot {
             resync_overruns: c.resync_overruns + l.resync_overruns,
             resync_behind: l.resync_overruns > 0 && l.pending_syncs > 0,
             versions: self.versions,
+            version_events: st.returned,
+            digest: self.digest.clone(),
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),
@@ -585,6 +590,13 @@ impl Host {
         self.event("rejected", plugin, file, Some(message))
     }
 
+    /// Where pulled components are kept: `cache_dir`, else the user's cache
+    /// directory, else the temporary directory.
+    fn oci_cache_dir(&self) -> PathBuf {
+        crate::commands::cache_dir(None, self.config.host.cache_dir.clone())
+            .unwrap_or_else(|| std::env::temp_dir().join("wasm-informer"))
+    }
+
     fn grace(&self) -> Duration {
         Duration::from_millis(self.config.host.shutdown_grace_ms)
     }
@@ -615,23 +627,40 @@ impl Host {
         };
         let started = Instant::now();
         let wasm = manifest.wasm.display();
-        let component = components
-            .get(&self.engine, &manifest.wasm)
-            .await
-            .map_err(|e| {
-                one_line(&match e {
-                    ComponentError::Read(why) => {
-                        format!(
-                            "{wasm}: plugin {}: cannot read {wasm}: {why}",
-                            manifest.name
-                        )
-                    }
-                    ComponentError::Compile(detail) => format!(
-                        "{wasm}: plugin {}: cannot compile component: {detail}",
+        // An OCI reference is resolved (a tag to a digest) once per load.
+        let mut digest = None;
+        let component = match &manifest.oci {
+            Some(r) => {
+                let store = crate::oci::store::Store::new(&self.oci_cache_dir());
+                let pulled = crate::oci::pull::pull(r, &store).await.map_err(|e| {
+                    let (line, col) = manifest.wasm_position;
+                    one_line(&format!(
+                        "{}:{line}:{col}: key `wasm`: {e}",
+                        manifest.file.display()
+                    ))
+                })?;
+                tracing::info!(plugin = %manifest.name, reference = %r, digest = %pulled.digest, cached = pulled.from_cache, "component pulled");
+                digest = Some(pulled.digest);
+                components
+                    .get_bytes(&self.engine, pulled.bytes.into())
+                    .await
+            }
+            None => components.get(&self.engine, &manifest.wasm).await,
+        }
+        .map_err(|e| {
+            one_line(&match e {
+                ComponentError::Read(why) => {
+                    format!(
+                        "{wasm}: plugin {}: cannot read {wasm}: {why}",
                         manifest.name
-                    ),
-                })
-            })?;
+                    )
+                }
+                ComponentError::Compile(detail) => format!(
+                    "{wasm}: plugin {}: cannot compile component: {detail}",
+                    manifest.name
+                ),
+            })
+        })?;
         let engine = self.engine.clone();
         let loaded: Arc<LoadedPlugin> = tokio::task::spawn_blocking(move || {
             LoadedPlugin::from_component(&engine, spec, &component)
@@ -747,6 +776,7 @@ impl Host {
         }
         Ok(Slot {
             manifest: manifest.clone(),
+            digest,
             status,
             parts,
             controller,

@@ -33,3 +33,9 @@ pub mod rbac;
 // Running without a cluster, and the command line.
 pub mod sim;
 pub mod cli;
+
+// Writing, testing and distributing plugins.
+pub mod embedded;
+pub mod oci;
+pub mod fixture;
+pub mod commands;

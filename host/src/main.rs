@@ -21,9 +21,9 @@ use wasm_informer::metrics::{MetricsServer, Observe};
 use wasm_informer::sim::EmbeddedSim;
 use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine, PluginLimits};
 
-fn init_tracing() {
+fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},notify=warn")));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -54,6 +54,15 @@ impl Failure {
         Self {
             code: 1,
             message: message.to_string(),
+        }
+    }
+}
+
+impl From<wasm_informer::commands::Failure> for Failure {
+    fn from(f: wasm_informer::commands::Failure) -> Self {
+        Self {
+            code: f.code,
+            message: f.message,
         }
     }
 }
@@ -213,18 +222,32 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         );
     }
 
-    let show_status = match args.status {
-        StatusMode::Always => true,
-        StatusMode::Never => false,
-        StatusMode::Auto => std::io::stdout().is_terminal(),
+    // On a terminal: the live view (the log goes to a file meanwhile). With
+    // `--status always` and no terminal: the plain table on stdout.
+    let terminal = std::io::stdout().is_terminal();
+    let view = match (args.status, terminal) {
+        (StatusMode::Never, _) | (_, false) => None,
+        _ => Some(
+            wasm_informer::commands::live::start(StatusMode::Always, observe.clone(), None)
+                .map_err(|e| Failure::runtime(format!("cannot start the live view: {e}")))?,
+        ),
     };
-    let status = show_status.then(|| wasm_informer::status::spawn(observe.clone()));
+    let status = (args.status == StatusMode::Always && !terminal)
+        .then(|| wasm_informer::status::spawn(observe.clone()));
+    let quit = async {
+        match &view {
+            Some(v) => v.quit().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(quit);
 
     let why = match args.duration {
         Some(secs) if secs.is_finite() && secs >= 0.0 => {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => "duration elapsed",
                 s = termination() => s,
+                _ = &mut quit => "quit from the live view",
             }
         }
         Some(secs) => {
@@ -232,8 +255,17 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
                 "--duration {secs}: must be a number of seconds >= 0"
             )))
         }
-        None => termination().await,
+        None => tokio::select! {
+            s = termination() => s,
+            _ = &mut quit => "quit from the live view",
+        },
     };
+    if let Some(v) = &view {
+        v.stop().await;
+        if let Some(log) = v.log_file() {
+            eprintln!("wasm-informer: the log is in {}", log.display());
+        }
+    }
     tracing::info!(reason = why, "shutting down");
     if let Some(t) = status {
         t.abort();
@@ -367,10 +399,25 @@ fn rbac(args: RbacArgs) -> Result<String, Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // Commands whose output is the point print only warnings and errors.
+    let quiet = matches!(cli.command, Command::New(_) | Command::Test(_));
+    init_tracing(if quiet { "warn" } else { "info" });
     let result = match cli.command {
         Command::Check(a) => check(a).map(|report| print!("{report}")),
         Command::Rbac(a) => rbac(a).map(|yaml| print!("{yaml}")),
+        Command::New(a) => wasm_informer::commands::new::run(a)
+            .map(|text| print!("{text}"))
+            .map_err(Failure::from),
+        Command::Push(a) => wasm_informer::oci::push::run(a)
+            .map(|text| print!("{text}"))
+            .map_err(Failure::from),
+        Command::Top(a) => wasm_informer::commands::top::run(a).map_err(Failure::from),
+        Command::Dev(a) => wasm_informer::commands::dev::run(a).map_err(Failure::from),
+        Command::Test(a) => match wasm_informer::commands::test::run(a) {
+            Ok(0) => Ok(()),
+            Ok(code) => return ExitCode::from(code),
+            Err(f) => Err(Failure::from(f)),
+        },
         Command::Run(a) => runtime().and_then(|rt| rt.block_on(run(a))),
         Command::Sim(a) => runtime().and_then(|rt| rt.block_on(sim(a))),
     };

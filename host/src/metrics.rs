@@ -266,6 +266,13 @@ impl Collector for ReportCollector {
             MetricType::Gauge,
             &per_plugin(&|p| p.queue_depth_max as f64),
         )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_versions",
+            "Versions of the plugin loaded since the host started (1 before any reload).",
+            MetricType::Gauge,
+            &per_plugin(&|p| p.versions as f64),
+        )?;
         let mut api = Vec::new();
         for (n, p) in &plugins {
             for (verb, codes) in &p.api.by_verb {

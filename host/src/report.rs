@@ -81,6 +81,14 @@ pub struct PluginReport {
     /// Extra: versions loaded (1 + successful hot reloads).
     #[serde(default)]
     pub versions: u64,
+    /// Extra: events handled by the version running now (the others'
+    /// are in `delivered` too).
+    #[serde(default)]
+    pub version_events: u64,
+    /// Extra: for `wasm = "oci://..."`, the manifest digest the running
+    /// version was pulled by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
     /// Extra: subscribed resources.
     #[serde(default)]
     pub resources: Vec<String>,

@@ -46,6 +46,10 @@ pub struct EngineConfig {
     pub epoch_tick: Duration,
     /// Rate limit of each plugin's log.
     pub log: LogLimits,
+    /// With a `cache_dir`: also keep cranelift's incremental compilation
+    /// cache, beside it (see [`crate::incremental`]), so a component that
+    /// changed in a few functions recompiles only those. Default on.
+    pub incremental: bool,
 }
 
 impl Default for EngineConfig {
@@ -55,6 +59,7 @@ impl Default for EngineConfig {
             pooling: false,
             epoch_tick: Duration::from_millis(10),
             log: LogLimits::default(),
+            incremental: true,
         }
     }
 }
@@ -141,6 +146,18 @@ impl PluginEngine {
             })?;
             cache_handle = Some(cache.clone());
             c.cache(Some(cache));
+            if config.incremental {
+                let dir = crate::incremental::dir_beside(dir);
+                let store =
+                    crate::incremental::IncrementalStore::open(dir.clone()).map_err(|e| {
+                        EngineError::Cache {
+                            dir: dir.clone(),
+                            source: wasmtime::Error::msg(e.to_string()),
+                        }
+                    })?;
+                c.enable_incremental_compilation(store)
+                    .map_err(EngineError::Config)?;
+            }
         }
         if config.pooling {
             let mut p = PoolingAllocationConfig::default();

@@ -47,6 +47,7 @@
 // What a plugin is built against, and how it is compiled and loaded.
 pub mod world;
 pub mod engine;
+pub mod incremental;
 pub mod plugin;
 pub mod limits;
 pub mod memory_floor;

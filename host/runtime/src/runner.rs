@@ -69,7 +69,11 @@ impl std::fmt::Debug for PluginRunner {
 
 /// Delivers a batch to a live instance, stopping at the first trap (which
 /// drops the instance).
-fn deliver(instance: &mut Option<PluginInstance>, batch: &[NotificationRef]) -> Outcomes {
+fn deliver(
+    instance: &mut Option<PluginInstance>,
+    batch: &[NotificationRef],
+    status: &PluginStatus,
+) -> Outcomes {
     let mut out = Vec::with_capacity(batch.len());
     for n in batch {
         let outcome = match instance.as_mut() {
@@ -80,6 +84,9 @@ fn deliver(instance: &mut Option<PluginInstance>, batch: &[NotificationRef]) -> 
             }),
         };
         let trapped = matches!(outcome, CallOutcome::Trap(_));
+        if !trapped {
+            status.record_returned();
+        }
         out.push((outcome, StdInstant::now()));
         if trapped {
             *instance = None;
@@ -136,8 +143,9 @@ impl PluginRunner {
     }
 
     async fn call(&mut self, batch: Vec<NotificationRef>) -> Outcomes {
+        let status = self.slot.status.clone();
         self.slot
-            .blocking(move |slot, _| deliver(slot, &batch))
+            .blocking(move |slot, _| deliver(slot, &batch, &status))
             .await
             .unwrap_or_else(|t| vec![(CallOutcome::Trap(t), StdInstant::now())])
     }

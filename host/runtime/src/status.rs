@@ -70,6 +70,9 @@ pub struct PluginStatus {
     consecutive_failures: AtomicU32,
     log_lines: AtomicU64,
     log_dropped: AtomicU64,
+    /// Event calls into the guest that returned without a trap, counted as
+    /// each returns rather than when its batch is settled.
+    returned: AtomicU64,
     last_error: Mutex<Option<String>>,
     api: ApiStats,
 }
@@ -187,6 +190,7 @@ impl PluginStatus {
             consecutive_failures: AtomicU32::new(0),
             log_lines: AtomicU64::new(0),
             log_dropped: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
             last_error: Mutex::new(None),
             api: ApiStats {
                 latency: api_latency,
@@ -243,6 +247,17 @@ impl PluginStatus {
         self.log_lines.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn record_returned(&self) {
+        self.returned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Event calls into the guest that have returned without a trap so far,
+    /// each counted the moment it returns (the `delivered` counters follow
+    /// when the batch it belongs to is settled).
+    pub fn returned(&self) -> u64 {
+        self.returned.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn record_log_dropped(&self) {
         self.log_dropped.fetch_add(1, Ordering::Relaxed);
     }
@@ -286,6 +301,7 @@ impl PluginStatus {
             consecutive_failures: self.consecutive_failures.load(Ordering::Relaxed),
             log_lines: self.log_lines.load(Ordering::Relaxed),
             log_dropped: self.log_dropped.load(Ordering::Relaxed),
+            returned: self.returned(),
             last_error: self.last_error.lock().clone(),
             api: self.api.snapshot(),
         }
@@ -337,6 +353,8 @@ pub struct StatusSnapshot {
     pub log_lines: u64,
     /// Log lines dropped by the rate limit.
     pub log_dropped: u64,
+    /// Event calls that returned (see [`PluginStatus::returned`]).
+    pub returned: u64,
     /// The last error or trap message.
     pub last_error: Option<String>,
     /// The plugin's API calls.

@@ -115,15 +115,25 @@ impl HostProc {
 
     /// Spawns the binary with `args`, in the repository root.
     pub fn spawn(args: &[&str]) -> Self {
-        Self::spawn_env(args, &[])
+        Self::spawn_in(&repo_root(), args, &[], &[])
     }
 
     /// Spawns the binary with `args` and extra environment variables, in the
     /// repository root.
     pub fn spawn_env(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
+        Self::spawn_in(&repo_root(), args, &[], env)
+    }
+
+    /// Spawns the binary with `args` in `dir`, without the environment
+    /// variables `env_remove` and with `env` added.
+    pub fn spawn_in(dir: &Path, args: &[&str], env_remove: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasm-informer"));
+        for v in env_remove {
+            cmd.env_remove(v);
+        }
+        let mut child = cmd
             .args(args)
-            .current_dir(repo_root())
+            .current_dir(dir)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdin(Stdio::null())

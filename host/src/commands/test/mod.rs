@@ -1,0 +1,987 @@
+//! `wasm-informer test MANIFEST --objects FILE [--events FILE] [--expect
+//! FILE]`: a plugin's unit test, with no cluster.
+//!
+//! Job: load the plugin as the host does (the same runtime, limits, grants
+//! and `[config]`), give it a cache holding the objects file (what `kubectl
+//! get -o yaml` prints), deliver that cache as the initial list and then each
+//! change of the events file, and print, as one JSON document, every call's
+//! log lines, the writes it attempted and the Events it recorded, and how the
+//! call ended. Writes go to the embedded simulator, seeded with the same
+//! objects, as dry runs: the plugin gets real answers and nothing is kept.
+//! A controller plugin is reconciled once per delivered object instead.
+//!
+//! The output (see [`Output`]) is stable: the same plugin, fixture and
+//! version of this binary print the same bytes. With `--expect`, the output
+//! must contain the expected document (see [`expect`]).
+//!
+//! Invariants: a write is never sent without `dryRun=All`; the exit status is
+//! 1 when the plugin trapped (or could not start) or the output does not
+//! match `--expect`, 2 for bad input, 0 otherwise. After a trap the next
+//! change goes to a fresh instance (`init` again), as the host would do; the
+//! host would also replay the cache into it, which the test leaves out so
+//! that each step shows one call.
+
+pub mod api;
+pub mod cache;
+pub mod capture;
+pub mod expect;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use kube_informer::indexer::IndexSpec;
+use kube_informer::notification::{EventKind, Notification};
+use kube_informer::object::ObjectRef;
+use serde::Serialize;
+use serde_json::Value;
+use wasm_informer_runtime::capability::api::{ApiRequest, ClusterApi};
+use wasm_informer_runtime::capability::events::{EventRecorder, EventsState, EVENTS_RESOURCE};
+use wasm_informer_runtime::capability::kube::{Grants, KubeClient, KubeState};
+use wasm_informer_runtime::host_state::Granted;
+use wasm_informer_runtime::log_sink::LogSink;
+use wasm_informer_runtime::{
+    CallOutcome, EngineConfig, LoadedPlugin, PluginEngine, PluginInstance, PluginLimits,
+    PluginSpec, PluginStatus, PluginTrap, ReconcileOutcome, ReconcileRequest, StartError, World,
+};
+use wasm_informer_selector::LabelSelector;
+
+use self::api::FixtureApi;
+use self::cache::FixtureCache;
+use self::capture::{Effect, Effects};
+use super::Failure;
+use crate::config::{HostSettings, PluginManifest};
+use crate::fixture::{ChangeType, FixtureObject, Resolver};
+
+/// Flags of `test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The plugin's manifest (its `wasm` must be built).
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    /// The cache to start from: Kubernetes objects in YAML or JSON, as
+    /// `kubectl get -o yaml` prints them (a List, or documents).
+    #[arg(long, value_name = "FILE")]
+    pub objects: PathBuf,
+    /// Changes fed after the initial list, in order: watch events
+    /// (`{type: ADDED|MODIFIED|DELETED, object}`) or bare objects.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// Fails unless the output contains this JSON document.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// Compilation cache directory (default: the config directory's
+    /// `cache_dir`, else the user's cache directory).
+    #[arg(long, env = "WASM_INFORMER_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// What the plugin was told.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EventOut {
+    /// `added`, `updated`, `deleted` or `synced`.
+    pub kind: String,
+    /// Resource id.
+    pub resource: String,
+    /// `namespace/name` or `name`.
+    pub key: String,
+    /// Part of the initial list.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub initial_list: bool,
+}
+
+/// What a controller was asked to reconcile.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ReconcileOut {
+    /// The primary resource.
+    pub resource: String,
+    /// The object's key.
+    pub key: String,
+}
+
+/// One log line.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LogOut {
+    /// `trace` … `error`.
+    pub level: String,
+    /// The line.
+    pub message: String,
+    /// `stdout` or `stderr` for the guest's own output; absent for the log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+}
+
+/// One write the plugin attempted (sent as a dry run, or refused).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WriteOut {
+    /// `create`, `replace`, `patch` or `delete`.
+    pub verb: String,
+    /// For a patch: `merge`, `json`, `strategic-merge` or `apply`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// Resource id.
+    pub resource: String,
+    /// `status` for the status subresource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// Namespace of a namespaced object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name (absent for a create whose name the server picks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The request body: the object or the patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    /// `ok`, `forbidden` (not granted: nothing was sent), or the error the
+    /// simulator answered (`conflict`, `invalid`, `not-found`, ...).
+    pub outcome: String,
+    /// The simulator's HTTP status (absent when nothing was sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+}
+
+/// The object an Event is about.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct RegardingOut {
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+/// One Event the plugin recorded.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct EventRecordOut {
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Reason.
+    pub reason: String,
+    /// Action.
+    pub action: String,
+    /// Note.
+    pub note: String,
+    /// What it is about.
+    pub regarding: RegardingOut,
+    /// For a repeat folded into the first Event's series: the count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// `ok`, or `forbidden` when the manifest does not say `events = true`.
+    pub outcome: String,
+}
+
+/// How a trap was classified.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TrapOut {
+    /// `out_of_fuel`, `deadline`, `memory_limit`, `stack_overflow`, `panic`
+    /// or `other`.
+    pub kind: String,
+    /// The last line of the runtime's error.
+    pub message: String,
+}
+
+/// One call into the plugin and what it did.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Step {
+    /// The event delivered (event handlers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventOut>,
+    /// The key reconciled (controllers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconcile: Option<ReconcileOut>,
+    /// Log lines, in order.
+    pub logs: Vec<LogOut>,
+    /// Writes attempted, in order.
+    pub writes: Vec<WriteOut>,
+    /// Events recorded, in order.
+    pub events: Vec<EventRecordOut>,
+    /// `ok`, `error`, `trap`; for a controller `done`, `requeue`, `retry`,
+    /// `terminal` or `trap`.
+    pub outcome: String,
+    /// The handler's error message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The trap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trap: Option<TrapOut>,
+    /// A controller's requeue delay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_ms: Option<u64>,
+    /// After a trap: the fresh instance's start (`init` again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Box<Step>>,
+}
+
+/// Totals over every step.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Summary {
+    /// Calls made after `init`.
+    pub steps: usize,
+    /// Handler errors (and controller retries and terminal errors).
+    pub errors: usize,
+    /// Traps, `init`'s included.
+    pub traps: usize,
+    /// Writes attempted.
+    pub writes: usize,
+    /// Events recorded.
+    pub events: usize,
+}
+
+/// The whole output of `test`.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Output {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The world its component targets.
+    pub world: String,
+    /// Always true: every write was a dry run.
+    pub dry_run: bool,
+    /// Instantiation and `init`.
+    pub init: Step,
+    /// One per delivered event or reconciled key, in order.
+    pub steps: Vec<Step>,
+    /// Totals.
+    pub summary: Summary,
+    /// Fixture objects the simulator refused (writes to them get 404).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// What `test` ends with: the output, and the exit code it calls for.
+#[derive(Debug)]
+pub struct Finished {
+    /// The JSON output.
+    pub output: Output,
+    /// Differences from `--expect`.
+    pub differences: Vec<String>,
+    /// 0 or 1.
+    pub code: u8,
+}
+
+/// The host settings of the config directory a manifest lives in
+/// (`DIR/plugins/NAME.toml` → `DIR/host.toml`), if it does.
+pub fn host_settings_of(manifest: &Path) -> Result<Option<HostSettings>, Failure> {
+    let host_toml = manifest
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "plugins"))
+        .and_then(Path::parent)
+        .map(|dir| dir.join("host.toml"))
+        .filter(|f| f.is_file());
+    match host_toml {
+        Some(f) => HostSettings::load(&f).map(Some).map_err(Failure::input),
+        None => Ok(None),
+    }
+}
+
+/// The runtime's description of a manifest's plugin, as the host builds it.
+pub fn spec_of(manifest: &PluginManifest) -> PluginSpec {
+    PluginSpec {
+        name: manifest.name.clone(),
+        config_json: manifest.config_json.clone(),
+        read: manifest.readable(),
+        limits: PluginLimits {
+            fuel_per_event: manifest.limits.fuel_per_event,
+            timeout_ms: manifest.limits.timeout_ms,
+            memory_mb: manifest.limits.memory_mb,
+            ..PluginLimits::default()
+        },
+        kube: manifest.kube.clone(),
+    }
+}
+
+/// The last non-empty line of a runtime error (the trap's cause; the lines
+/// above it are a backtrace).
+fn last_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn trap_out(t: &PluginTrap) -> TrapOut {
+    TrapOut {
+        kind: t.kind.as_str().to_string(),
+        message: last_line(&t.message),
+    }
+}
+
+/// The filter a listener applies: the manifest's namespace and selector.
+struct Filter {
+    namespace: Option<String>,
+    selector: Option<LabelSelector>,
+}
+
+impl Filter {
+    fn wants(&self, o: &ObjectRef) -> bool {
+        if let Some(ns) = &self.namespace {
+            if o.meta.namespace.as_deref() != Some(ns.as_str()) {
+                return false;
+            }
+        }
+        self.selector
+            .as_ref()
+            .is_none_or(|s| s.matches(&o.meta.labels))
+    }
+
+    /// The event a listener delivers for a change, if any: an update that
+    /// leaves the view is a delete, one that enters it an add.
+    fn view(&self, kind: EventKind, new: &ObjectRef, old: Option<&ObjectRef>) -> Option<EventKind> {
+        let new_in = self.wants(new);
+        match kind {
+            EventKind::Updated => {
+                let old_in = old.map(|o| self.wants(o)).unwrap_or(new_in);
+                match (old_in, new_in) {
+                    (true, true) => Some(EventKind::Updated),
+                    (false, true) => Some(EventKind::Added),
+                    (true, false) => Some(EventKind::Deleted),
+                    (false, false) => None,
+                }
+            }
+            k => new_in.then_some(k),
+        }
+    }
+}
+
+/// A live instance and what it is built from.
+struct Subject {
+    engine: Arc<PluginEngine>,
+    plugin: Arc<LoadedPlugin>,
+    cache: Arc<FixtureCache>,
+    log: Arc<LogSink>,
+    kube: Arc<KubeClient>,
+    events: Arc<EventRecorder>,
+    effects: Effects,
+    instance: Option<PluginInstance>,
+    /// Events by name, so a series patch can say which Event it repeats.
+    recorded: HashMap<String, EventRecordOut>,
+}
+
+impl Subject {
+    fn start(&mut self) -> Step {
+        let cache: Arc<dyn kube_informer::CacheView> = self.cache.clone();
+        let mut granted = Granted::cache_only(&self.plugin, cache, self.log.clone());
+        granted.kube = KubeState::new(Some(self.kube.clone()));
+        granted.events = EventsState::new(Some(self.events.clone()));
+        let started = PluginInstance::start(&self.engine, &self.plugin, granted);
+        let mut step = Step::default();
+        match started {
+            Ok(i) => {
+                self.instance = Some(i);
+                step.outcome = "ok".into();
+            }
+            Err(StartError::Init(msg)) => {
+                step.outcome = "error".into();
+                step.error = Some(msg);
+            }
+            Err(StartError::Trap(t)) => {
+                step.outcome = "trap".into();
+                step.trap = Some(trap_out(&t));
+            }
+        }
+        self.fill(&mut step);
+        step
+    }
+
+    /// Moves the effects recorded since the last call into `step`.
+    fn fill(&mut self, step: &mut Step) {
+        let mut pending: Option<(ApiRequest, u16)> = None;
+        for e in self.effects.take() {
+            match e {
+                Effect::Log {
+                    level,
+                    stream,
+                    message,
+                } => step.logs.push(LogOut {
+                    level,
+                    message,
+                    stream: (stream != "log").then_some(stream),
+                }),
+                Effect::Request { request, code } => pending = Some((request, code)),
+                Effect::Audit(f) => {
+                    let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+                    let (verb, resource, key) = (get("verb"), get("resource"), get("key"));
+                    let req = pending.take().filter(|(r, _)| {
+                        r.verb.as_str() == verb && r.resource == resource && r.key() == key
+                    });
+                    let outcome = get("outcome");
+                    let code = get("code").parse::<u16>().ok().filter(|c| *c != 0);
+                    if resource == EVENTS_RESOURCE {
+                        step.events
+                            .push(self.event_record(req.map(|r| r.0), outcome));
+                    } else {
+                        step.writes
+                            .push(write_out(&f, req.map(|r| r.0), outcome, code));
+                    }
+                }
+            }
+        }
+    }
+
+    fn event_record(&mut self, req: Option<ApiRequest>, outcome: String) -> EventRecordOut {
+        let Some(req) = req else {
+            return EventRecordOut {
+                outcome,
+                ..Default::default()
+            };
+        };
+        let body: Value = req
+            .body
+            .as_deref()
+            .and_then(|b| serde_json::from_str(b).ok())
+            .unwrap_or_default();
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        if let Some(name) = req.name.as_deref() {
+            // A repeat: the series patch of an Event recorded earlier.
+            let mut e = self.recorded.get(name).cloned().unwrap_or_default();
+            e.count = body["series"]["count"].as_u64();
+            if let Some(n) = body["note"].as_str() {
+                e.note = n.to_string();
+            }
+            e.outcome = outcome;
+            return e;
+        }
+        let r = &body["regarding"];
+        let e = EventRecordOut {
+            event_type: s(&body["type"]),
+            reason: s(&body["reason"]),
+            action: s(&body["action"]),
+            note: s(&body["note"]),
+            regarding: RegardingOut {
+                kind: s(&r["kind"]),
+                namespace: r["namespace"].as_str().map(str::to_string),
+                name: s(&r["name"]),
+            },
+            count: None,
+            outcome,
+        };
+        if let Some(name) = body["metadata"]["name"].as_str() {
+            self.recorded.insert(name.to_string(), e.clone());
+        }
+        e
+    }
+
+    /// Delivers one event; a trap replaces the instance for the next call.
+    fn handle(&mut self, n: &Notification) -> Vec<Step> {
+        let mut step = Step {
+            event: Some(EventOut {
+                kind: n.kind.as_str().to_string(),
+                resource: n.resource.to_string(),
+                key: n.key.to_string(),
+                initial_list: n.in_initial_list,
+            }),
+            ..Default::default()
+        };
+        let outcome = match self.instance.as_mut() {
+            Some(i) => i.handle(n),
+            None => return Vec::new(),
+        };
+        let trapped = match outcome {
+            CallOutcome::Ok => {
+                step.outcome = "ok".into();
+                false
+            }
+            CallOutcome::HandlerError(m) => {
+                step.outcome = "error".into();
+                step.error = Some(m);
+                false
+            }
+            CallOutcome::Trap(t) => {
+                step.outcome = "trap".into();
+                step.trap = Some(trap_out(&t));
+                true
+            }
+        };
+        self.fill(&mut step);
+        self.after(step, trapped)
+    }
+
+    /// Reconciles one key; a trap replaces the instance for the next call.
+    fn reconcile(&mut self, resource: &str, o: &ObjectRef) -> Vec<Step> {
+        let key = o.key();
+        let req = ReconcileRequest {
+            resource: resource.to_string(),
+            namespace: o.meta.namespace.clone(),
+            name: o.meta.name.clone(),
+            key: key.clone(),
+        };
+        let mut step = Step {
+            reconcile: Some(ReconcileOut {
+                resource: resource.to_string(),
+                key,
+            }),
+            ..Default::default()
+        };
+        let outcome = match self.instance.as_mut() {
+            Some(i) => i.reconcile(&req),
+            None => return Vec::new(),
+        };
+        let mut trapped = false;
+        match outcome {
+            ReconcileOutcome::Done => step.outcome = "done".into(),
+            ReconcileOutcome::RequeueAfter(d) => {
+                step.outcome = "requeue".into();
+                step.requeue_after_ms = Some(d.as_millis() as u64);
+            }
+            ReconcileOutcome::Retry(m) => {
+                step.outcome = "retry".into();
+                step.error = Some(m);
+            }
+            ReconcileOutcome::Terminal(m) => {
+                step.outcome = "terminal".into();
+                step.error = Some(m);
+            }
+            ReconcileOutcome::Trap(t) => {
+                step.outcome = "trap".into();
+                step.trap = Some(trap_out(&t));
+                trapped = true;
+            }
+        }
+        self.fill(&mut step);
+        self.after(step, trapped)
+    }
+
+    fn after(&mut self, mut step: Step, trapped: bool) -> Vec<Step> {
+        if trapped {
+            self.instance = None;
+            // The host starts a new instance after a trap; so does the test.
+            step.restart = Some(Box::new(self.start()));
+        }
+        vec![step]
+    }
+}
+
+fn write_out(
+    audit: &BTreeMap<String, String>,
+    req: Option<ApiRequest>,
+    outcome: String,
+    code: Option<u16>,
+) -> WriteOut {
+    let get = |k: &str| audit.get(k).cloned().filter(|v| !v.is_empty());
+    match req {
+        Some(r) => WriteOut {
+            verb: r.verb.as_str().to_string(),
+            patch: r.patch.map(|p| p.as_str().to_string()),
+            resource: r.resource.clone(),
+            subresource: r.subresource.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            body: r
+                .body
+                .as_deref()
+                .map(|b| serde_json::from_str(b).unwrap_or_else(|_| Value::String(b.into()))),
+            outcome,
+            code,
+        },
+        None => {
+            let key = get("key").unwrap_or_default();
+            let (namespace, name) = match key.split_once('/') {
+                Some((ns, n)) => (Some(ns.to_string()), Some(n.to_string())),
+                None => (None, Some(key).filter(|k| !k.is_empty())),
+            };
+            WriteOut {
+                verb: get("verb").unwrap_or_default(),
+                patch: get("patch"),
+                resource: get("resource").unwrap_or_default(),
+                subresource: get("subresource"),
+                namespace,
+                name,
+                body: None,
+                outcome,
+                code,
+            }
+        }
+    }
+}
+
+/// Fills in what a change leaves out from the cached state of its object:
+/// the whole object for a delete that names only its key, and the uid and
+/// creation time for a new state that omits them.
+fn complete(change: ChangeType, mut o: FixtureObject, cached: Option<&ObjectRef>) -> FixtureObject {
+    let Some(cached) = cached else {
+        return o;
+    };
+    let only_identity = o.value.as_object().is_some_and(|m| {
+        m.keys()
+            .all(|k| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+    }) && o.value["metadata"]
+        .as_object()
+        .is_some_and(|m| m.keys().all(|k| matches!(k.as_str(), "name" | "namespace")));
+    if change == ChangeType::Deleted && only_identity {
+        if let Ok(v) = serde_json::from_str(&cached.json) {
+            o.value = v;
+        }
+        return o;
+    }
+    if let Some(m) = o.value["metadata"].as_object_mut() {
+        if !m.contains_key("uid") && !cached.meta.uid.is_empty() {
+            m.insert("uid".into(), cached.meta.uid.clone().into());
+        }
+        if let (false, Some(t)) = (
+            m.contains_key("creationTimestamp"),
+            &cached.meta.creation_timestamp,
+        ) {
+            m.insert("creationTimestamp".into(), t.clone().into());
+        }
+    }
+    o
+}
+
+/// Gives objects without a resourceVersion one, counting up from the largest
+/// numeric resourceVersion of the fixture.
+struct Versions(u64);
+
+impl Versions {
+    fn stamp(&mut self, o: &mut FixtureObject) {
+        let m = &mut o.value["metadata"];
+        match m["resourceVersion"].as_str() {
+            Some(rv) if !rv.is_empty() => {
+                if let Ok(n) = rv.parse::<u64>() {
+                    self.0 = self.0.max(n);
+                }
+            }
+            _ => {
+                self.0 += 1;
+                m["resourceVersion"] = Value::String(self.0.to_string());
+            }
+        }
+    }
+}
+
+fn max_rv(objects: &[FixtureObject]) -> u64 {
+    objects
+        .iter()
+        .filter_map(|o| {
+            o.value["metadata"]["resourceVersion"]
+                .as_str()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Runs a test.
+pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
+    let settings = host_settings_of(&args.manifest)?;
+    let defaults = settings
+        .as_ref()
+        .map(|s| s.defaults.clone())
+        .unwrap_or_default();
+    let manifest = PluginManifest::load(&args.manifest, &defaults).map_err(Failure::input)?;
+    let expected = match &args.expect {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Failure::input(format!("{}: {e}", p.display())))?;
+            Some(
+                serde_json::from_str::<Value>(&text)
+                    .map_err(|e| Failure::input(format!("{}: not JSON: {e}", p.display())))?,
+            )
+        }
+        None => None,
+    };
+    let cache_dir = super::cache_dir(
+        args.cache_dir.clone(),
+        settings.as_ref().and_then(|s| s.cache_dir.clone()),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))?;
+    let effects = Effects::default();
+    let api = Arc::new(
+        rt.block_on(FixtureApi::start(effects.clone()))
+            .map_err(Failure::runtime)?,
+    );
+
+    // The fixture, resolved against the simulator's kinds.
+    let resolver = Resolver::new(api.registry());
+    let mut objects = resolver.objects(&args.objects).map_err(Failure::input)?;
+    let changes = match &args.events {
+        Some(p) => resolver.changes(p).map_err(Failure::input)?,
+        None => Vec::new(),
+    };
+    let mut versions = Versions(max_rv(&objects));
+    for o in &mut objects {
+        versions.stamp(o);
+    }
+
+    // The simulator holds what the cache holds: namespaces first, then
+    // definitions, then everything else.
+    let mut warnings = Vec::new();
+    let rank = |o: &FixtureObject| match o.resource.as_str() {
+        "v1/namespaces" => 0,
+        r if r.starts_with("apiextensions.k8s.io/") => 1,
+        _ => 2,
+    };
+    let mut seeding: Vec<&FixtureObject> = objects.iter().collect();
+    seeding.sort_by_key(|o| rank(o));
+    for o in seeding {
+        if let Err(e) = api.seed(o) {
+            warnings.push(format!("the simulator refused {e}"));
+        }
+    }
+    let indexes: BTreeMap<String, Vec<IndexSpec>> = settings
+        .as_ref()
+        .map(|s| {
+            s.indexers
+                .iter()
+                .map(|(r, ix)| {
+                    (
+                        r.clone(),
+                        ix.iter()
+                            .map(|i| IndexSpec::new(&i.name, &i.path))
+                            .collect(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let transform = settings
+        .as_ref()
+        .map(|s| s.transform.to_transform())
+        .unwrap_or_default();
+    let cache = Arc::new(FixtureCache::new(indexes, transform));
+    for r in manifest.resource_ids().iter().chain(&manifest.readable()) {
+        cache.resource(r).map_err(Failure::input)?;
+    }
+    let mut initial: Vec<(String, ObjectRef)> = Vec::new();
+    for o in &objects {
+        let obj = cache
+            .object(&o.value)
+            .map_err(|e| Failure::input(format!("{}: {}: {e}", args.objects.display(), o.key())))?;
+        cache
+            .upsert(&o.resource, obj.clone())
+            .map_err(Failure::input)?;
+        initial.push((o.resource.clone(), obj));
+    }
+
+    let engine = PluginEngine::new(EngineConfig {
+        cache_dir,
+        ..EngineConfig::default()
+    })
+    .map_err(Failure::runtime)?;
+    let plugin = LoadedPlugin::from_file(&engine, spec_of(&manifest), &manifest.wasm)
+        .map_err(|e| Failure::input(format!("{}: {e}", manifest.wasm.display())))?;
+    let world = plugin.world();
+    let filter = Filter {
+        namespace: manifest.namespace.clone(),
+        selector: manifest
+            .label_selector
+            .as_deref()
+            .map(LabelSelector::parse)
+            .transpose()
+            .map_err(|e| Failure::input(format!("label_selector: {e}")))?,
+    };
+    let subscribed = manifest.resource_ids();
+    let name: Arc<str> = manifest.name.as_str().into();
+    let status = Arc::new(PluginStatus::new(&manifest.name));
+    let cluster: Arc<dyn ClusterApi> = api.clone();
+    let kube = Arc::new(KubeClient::new(
+        name.clone(),
+        Grants::new(manifest.kube.clone()),
+        true,
+        cluster,
+        status.clone(),
+    ));
+    let events = Arc::new(EventRecorder::new(
+        kube.clone(),
+        &name,
+        "wasm-informer-test",
+    ));
+    let mut subject = Subject {
+        log: Arc::new(LogSink::new(name.clone(), engine.config().log, status)),
+        engine,
+        plugin,
+        cache: cache.clone(),
+        kube,
+        events,
+        effects: effects.clone(),
+        instance: None,
+        recorded: HashMap::new(),
+    };
+    let mut output = Output {
+        plugin: manifest.name.clone(),
+        world: world.name(),
+        dry_run: true,
+        ..Default::default()
+    };
+
+    // The plugin runs on this thread, outside the runtime (its API calls
+    // block on the runtime), with its log and audit lines captured.
+    let api_for_changes = api.clone();
+    let ran = std::thread::scope(|s| {
+        s.spawn(|| {
+            tracing::subscriber::with_default(effects.subscriber(), || {
+                output.init = subject.start();
+                if subject.instance.is_none() {
+                    return;
+                }
+                let deliver = |subject: &mut Subject,
+                               resource: &str,
+                               kind: EventKind,
+                               obj: &ObjectRef,
+                               old: Option<&ObjectRef>,
+                               initial: bool|
+                 -> Vec<Step> {
+                    if !subscribed.iter().any(|r| r == resource) {
+                        return Vec::new();
+                    }
+                    let Some(kind) = filter.view(kind, obj, old) else {
+                        return Vec::new();
+                    };
+                    if world == World::ControllerV02 {
+                        return subject.reconcile(resource, obj);
+                    }
+                    let n = Notification {
+                        kind,
+                        resource: resource.into(),
+                        key: obj.key().into(),
+                        object: obj.clone(),
+                        old: (kind == EventKind::Updated).then(|| old.cloned()).flatten(),
+                        in_initial_list: initial,
+                        final_state_unknown: false,
+                    };
+                    subject.handle(&n)
+                };
+                for (resource, obj) in &initial {
+                    let steps = deliver(&mut subject, resource, EventKind::Added, obj, None, true);
+                    output.steps.extend(steps);
+                }
+                for c in &changes {
+                    let key = c.object.key();
+                    let cached = cache.current(&c.object.resource, &key);
+                    let mut o = complete(c.change, c.object.clone(), cached.as_ref());
+                    let kind = match (c.change, &cached) {
+                        (ChangeType::Deleted, _) => EventKind::Deleted,
+                        (_, Some(_)) => EventKind::Updated,
+                        (_, None) => EventKind::Added,
+                    };
+                    if kind != EventKind::Deleted {
+                        versions.stamp(&mut o);
+                    }
+                    let obj = match cache.object(&o.value) {
+                        Ok(obj) => obj,
+                        Err(e) => {
+                            output.warnings.push(format!("change {}: {e}", c.document));
+                            continue;
+                        }
+                    };
+                    // Cache first (I2), and the simulator in step.
+                    let synced = match kind {
+                        EventKind::Deleted => {
+                            let _ = cache.remove(&o.resource, &key);
+                            api_for_changes.delete(&o)
+                        }
+                        EventKind::Updated => {
+                            let _ = cache.upsert(&o.resource, obj.clone());
+                            api_for_changes.modify(&o)
+                        }
+                        _ => {
+                            let _ = cache.upsert(&o.resource, obj.clone());
+                            api_for_changes.seed(&o)
+                        }
+                    };
+                    if let Err(e) = synced {
+                        output
+                            .warnings
+                            .push(format!("change {}: the simulator refused {e}", c.document));
+                    }
+                    let steps = deliver(
+                        &mut subject,
+                        &o.resource,
+                        kind,
+                        &obj,
+                        cached.as_ref(),
+                        false,
+                    );
+                    output.steps.extend(steps);
+                    if subject.instance.is_none() {
+                        break;
+                    }
+                }
+            });
+        })
+        .join()
+    });
+    if ran.is_err() {
+        return Err(Failure::runtime("the test's plugin thread panicked"));
+    }
+    drop(subject);
+    if let Ok(api) = Arc::try_unwrap(api) {
+        rt.block_on(api.shutdown());
+    }
+    output.warnings.splice(0..0, warnings);
+
+    let mut summary = Summary {
+        steps: output.steps.len(),
+        ..Default::default()
+    };
+    for s in std::iter::once(&output.init).chain(&output.steps) {
+        summary.writes += s.writes.len();
+        summary.events += s.events.len();
+        match s.outcome.as_str() {
+            "trap" => summary.traps += 1,
+            "error" | "retry" | "terminal" => summary.errors += 1,
+            _ => {}
+        }
+    }
+    output.summary = summary;
+    let differences = match &expected {
+        Some(e) => expect::differences(
+            e,
+            &serde_json::to_value(&output).expect("output serialises"),
+        ),
+        None => Vec::new(),
+    };
+    let failed_start = output.init.outcome != "ok";
+    let code = if output.summary.traps > 0 || failed_start || !differences.is_empty() {
+        1
+    } else {
+        0
+    };
+    Ok(Finished {
+        output,
+        differences,
+        code,
+    })
+}
+
+/// Runs `test`: prints the output on stdout and any difference from
+/// `--expect` on stderr. Returns the exit code.
+pub fn run(args: TestArgs) -> Result<u8, Failure> {
+    let f = execute(&args)?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&f.output).expect("output serialises")
+    );
+    for w in &f.output.warnings {
+        eprintln!("warning: {w}");
+    }
+    if !f.differences.is_empty() {
+        eprintln!(
+            "test: the output does not match {}:",
+            args.expect
+                .as_deref()
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        );
+        for d in &f.differences {
+            eprintln!("  {d}");
+        }
+    }
+    if f.output.summary.traps > 0 {
+        eprintln!(
+            "test: the plugin trapped {} time(s)",
+            f.output.summary.traps
+        );
+    }
+    Ok(f.code)
+}

@@ -1,0 +1,147 @@
+//! A plugin author's first steps, as CI checks them for every language: in
+//! a temporary directory outside the repository, `wasm-informer new`, the
+//! project's own build command, `wasm-informer test` with the generated
+//! fixture (whose expected output was worked out by hand from the fixture
+//! and the template's source), and the built component in `run --sim`,
+//! where it must receive events. The oracle for the last step is the
+//! plugin's own log lines on the host's stderr and the report's counters.
+
+mod host_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use host_support::{repo_root, HostProc, LONG};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wasm-informer");
+
+/// Runs a command in `dir`; panics with its output unless it succeeds.
+fn run(dir: &Path, program: &str, args: &[&str], env_remove: &[&str]) -> String {
+    let mut c = Command::new(program);
+    c.args(args).current_dir(dir);
+    for v in env_remove {
+        c.env_remove(v);
+    }
+    let out = c.output().unwrap_or_else(|e| panic!("{program}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{program} {args:?} in {} failed ({}):\n{text}",
+        dir.display(),
+        out.status
+    );
+    text
+}
+
+/// `new` into a fresh directory outside the repository.
+fn new_project(tmp: &Path, lang: &str, name: &str) -> PathBuf {
+    let out = run(tmp, BIN, &["new", "--lang", lang, name], &[]);
+    assert!(out.contains("created"), "{out}");
+    let dir = tmp.join(name);
+    assert!(
+        !dir.starts_with(repo_root()),
+        "the project must live outside the repository"
+    );
+    dir
+}
+
+/// A persistent place for a language's build output, so that repeated runs
+/// of this test build incrementally (a fresh clone builds once).
+fn shared_build_dir(what: &str) -> PathBuf {
+    let d = repo_root().join("target/authoring-templates").join(what);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `test` with the generated fixture; returns its JSON output.
+fn test_with_fixture(dir: &Path) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args([
+            "test",
+            "plugin.toml",
+            "--objects",
+            "fixtures/objects.yaml",
+            "--events",
+            "fixtures/events.yaml",
+            "--expect",
+            "fixtures/expected.json",
+            "--cache-dir",
+        ])
+        .arg(repo_root().join("target/wasm-cache"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "test failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// Loads the project's manifest into `run --sim` from a config directory
+/// and waits for the plugin's own log lines about events.
+fn loads_into_run_sim(dir: &Path, name: &str, log_needle: &str) {
+    let cfg = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cfg.path().join("plugins")).unwrap();
+    std::fs::write(
+        cfg.path().join("host.toml"),
+        format!(
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n[sim]\npods = 30\nnamespaces = 2\nchurn_per_second = 5\n",
+            repo_root().join("target/wasm-cache").display()
+        ),
+    )
+    .unwrap();
+    let manifest = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    let parsed: toml::Table = toml::from_str(&manifest).unwrap();
+    let wasm = dir.join(parsed["wasm"].as_str().unwrap());
+    let manifest = manifest.replace(
+        parsed["wasm"].as_str().unwrap(),
+        &wasm.display().to_string(),
+    );
+    std::fs::write(cfg.path().join(format!("plugins/{name}.toml")), manifest).unwrap();
+    let report = cfg.path().join("report.json");
+    let mut host = HostProc::run_sim(
+        cfg.path().to_str().unwrap(),
+        &["--duration", "3", "--report", report.to_str().unwrap()],
+    );
+    host.wait_line(&["plugin loaded", name], LONG);
+    host.wait_line(&[&format!("plugin={name}"), log_needle], LONG);
+    let status = host.wait_exit(Duration::from_secs(120));
+    assert!(status.success(), "{status}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let p = &r["plugins"][name];
+    assert!(p["delivered"]["added"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!(p["traps"], 0, "{p}");
+}
+
+#[test]
+fn rust_template_builds_tests_and_runs_outside_the_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = new_project(tmp.path(), "rust", "first-plugin");
+    // The build output lives outside the temporary directory so that a
+    // second run compiles only the plugin; the path the manifest names
+    // (target/wasm32-wasip2/release/...) resolves through the link.
+    std::os::unix::fs::symlink(shared_build_dir("rust-target"), dir.join("target")).unwrap();
+    run(
+        &dir,
+        "cargo",
+        &["build", "--release", "--quiet"],
+        &["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"],
+    );
+    assert!(dir
+        .join("target/wasm32-wasip2/release/first_plugin.wasm")
+        .is_file());
+    let out = test_with_fixture(&dir);
+    assert_eq!(out["plugin"], "first-plugin");
+    assert_eq!(out["summary"]["writes"], 2, "{out}");
+    loads_into_run_sim(&dir, "first-plugin", "pods in");
+}

@@ -1,0 +1,104 @@
+//! {{name}}: a wasm-informer plugin of the world `event-handler`.
+//!
+//! For every pod it is told about, it logs one line with the number of pods
+//! cached in the pod's namespace, and it gives a pod that lacks the label
+//! `[config] label` that label, with the value `[config] value`, by
+//! server-side apply, then records a `Normal` Event about the pod.
+//!
+//! `wasm-informer test plugin.toml --objects fixtures/objects.yaml --events
+//! fixtures/events.yaml --expect fixtures/expected.json` runs it against the
+//! fixtures, with every write a dry run (see README.md).
+
+use serde::Deserialize;
+use serde_json::json;
+use wasm_informer_sdk::kube::{self, Patch};
+use wasm_informer_sdk::{
+    cache, events, export_plugin, info, Config, Event, EventKind, Handler, Result,
+};
+
+/// The manifest's `[config]` table.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Settings {
+    /// The label every pod should have.
+    label: String,
+    /// The value given to a pod that lacks it.
+    value: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            label: "team".into(),
+            value: "unassigned".into(),
+        }
+    }
+}
+
+struct Plugin {
+    settings: Settings,
+}
+
+fn kind_name(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Added => "added",
+        EventKind::Updated => "updated",
+        EventKind::Deleted => "deleted",
+        EventKind::Synced => "synced",
+    }
+}
+
+impl Plugin {
+    fn check(&mut self, event: &Event) -> Result<()> {
+        let pod = event.object();
+        let ns = pod.namespace().unwrap_or_default();
+        // A query of the host's shared cache: no API call.
+        let peers = cache::list_objects("v1/pods", Some(&ns), None)?.len();
+        info!(
+            "{} {} ({peers} pods in {ns})",
+            kind_name(event.kind()),
+            event.key()
+        );
+        let Settings { label, value } = &self.settings;
+        if pod.label(label).is_some() || pod.meta().deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        // Server-side apply of just the label: owned by `wasm-informer/{{name}}`.
+        let intent = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod.name(),
+                "namespace": ns,
+                "labels": { label.as_str(): value },
+            },
+        });
+        kube::patch("v1/pods", Some(&ns), &pod.name(), &Patch::Apply(intent), false)?;
+        events::normal(&pod, "Labelled", "Label", &format!("set {label}={value}"))?;
+        info!("labelled {} {label}={value}", event.key());
+        Ok(())
+    }
+}
+
+impl Handler for Plugin {
+    fn init(config: &Config) -> Result<Self> {
+        Ok(Plugin {
+            settings: config.parse()?,
+        })
+    }
+
+    fn on_add(&mut self, event: &Event) -> Result<()> {
+        self.check(event)
+    }
+
+    fn on_update(&mut self, event: &Event) -> Result<()> {
+        self.check(event)
+    }
+
+    fn on_delete(&mut self, event: &Event) -> Result<()> {
+        info!("deleted {}", event.key());
+        Ok(())
+    }
+}
+
+export_plugin!(Plugin);
