@@ -16,7 +16,7 @@ TEST_PACKAGES := -p wasm-informer -p kube-informer -p wasm-informer-runtime -p a
 # The crates whose API docs must build without a warning (doctests run with the tests).
 DOC_PACKAGES := -p kube-informer -p wasm-informer-runtime -p wasm-informer
 
-.PHONY: setup plugins build demo test docs lint
+.PHONY: setup plugins build demo test docs layers lint
 
 setup:
 	./scripts/setup.sh
@@ -30,8 +30,12 @@ build:
 demo: plugins build
 	$(CARGO) run -p wasm-informer -- run --config config --sim --duration $(DURATION) --report target/report.json
 
-test: plugins docs
+test: plugins docs layers
 	$(CARGO) test --no-fail-fast $(TEST_PACKAGES)
+
+# The informer knows no Wasm and the runtime no HTTP (cargo tree).
+layers:
+	./scripts/check-layers.sh
 
 # Documented together so the binary's choice of Kubernetes API version (a k8s-openapi
 # feature) applies to the libraries too, as it does in every build.
