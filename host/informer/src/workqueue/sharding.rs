@@ -8,8 +8,8 @@
 //! (`watches`, whose objects are not hashed with their primary), and of the
 //! workers, which check every key before they reconcile it. As a
 //! [`Follower`] of the predicate, on each change it drops the queued keys it
-//! lost (forgetting their retries and timers) and makes the [`Handover`]
-//! (`kube_informer::Handover`) wait until no worker is still reconciling one.
+//! lost (forgetting their retries and timers) and makes the [`Handover`](crate::ownership::Handover)
+//! wait until no worker is still reconciling one.
 //! Keys it gains arrive as the replay of the listeners registered with the
 //! predicate (`for` and `owns`), at low priority.
 //!
