@@ -288,6 +288,17 @@ fn host_toml_error(config: &ConfigDir, key: &str, reason: impl Into<String>) -> 
 }
 
 impl Host {
+    /// The running plugins' slots, by name, copied out of the shared state
+    /// (so that none of them is locked while it is held).
+    fn slots(&self) -> Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> {
+        self.shared
+            .lock()
+            .slots
+            .iter()
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect()
+    }
+
     /// Builds the host: engine, informer registry, indexes and pre-warmed
     /// informers. Plugins are loaded by [`Host::reconcile`].
     pub async fn new(
@@ -865,13 +876,7 @@ impl Host {
         // Wait for a reconcile in progress, and keep others out.
         let _apply = self.apply.lock().await;
         self.refresh_informers();
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
-            .shared
-            .lock()
-            .slots
-            .iter()
-            .map(|(n, s)| (n.clone(), s.clone()))
-            .collect();
+        let slots = self.slots();
         let grace = self.grace();
         let stops = slots.iter().map(|(name, s)| async move {
             let mut s = s.lock().await;
@@ -921,13 +926,7 @@ fn informer_reason(e: &InformerError) -> String {
 impl Observe for Host {
     fn report(&self) -> Report {
         self.refresh_informers();
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
-            .shared
-            .lock()
-            .slots
-            .iter()
-            .map(|(n, s)| (n.clone(), s.clone()))
-            .collect();
+        let slots = self.slots();
         let mut plugins = BTreeMap::new();
         for (name, s) in slots {
             // A slot being reloaded or stopped is locked: show its last report.
@@ -981,13 +980,7 @@ impl Observe for Host {
                 reasons.push(format!("informer {id} has not synced"));
             }
         }
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
-            .shared
-            .lock()
-            .slots
-            .iter()
-            .map(|(n, s)| (n.clone(), s.clone()))
-            .collect();
+        let slots = self.slots();
         for (name, slot) in slots {
             // A slot locked by a reload or a stop is judged by the reload.
             let Ok(slot) = slot.try_lock() else { continue };
@@ -1027,13 +1020,7 @@ impl Observe for Host {
     }
 
     fn plugin_latency(&self) -> Vec<(String, PluginDurations)> {
-        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = self
-            .shared
-            .lock()
-            .slots
-            .iter()
-            .map(|(n, s)| (n.clone(), s.clone()))
-            .collect();
+        let slots = self.slots();
         slots
             .into_iter()
             .filter_map(|(name, slot)| {

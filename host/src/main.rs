@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Parser;
 use wasm_informer::cli::{CheckArgs, Cli, Command, RbacArgs, RunArgs, SimArgs, StatusMode};
 use wasm_informer::cluster::{resolve_identity, Cluster};
+use wasm_informer::commands::termination;
 use wasm_informer::config::{ConfigDir, HostSettings, PluginManifest};
 use wasm_informer::host::{Host, HostOptions};
 use wasm_informer::metrics::{MetricsServer, Observe};
@@ -64,30 +65,6 @@ impl From<wasm_informer::commands::Failure> for Failure {
             code: f.code,
             message: f.message,
         }
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn termination() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return "SIGINT";
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-            _ = term.recv() => "SIGTERM",
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
     }
 }
 

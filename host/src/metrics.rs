@@ -825,6 +825,45 @@ impl MetricsServer {
     }
 }
 
+/// Asserts that `promtool check metrics` accepts `text` (the exposition as
+/// Prometheus reads it). Without promtool it says so and returns, except with
+/// `CI=true`, where `scripts/setup.sh` installs it. For tests.
+#[doc(hidden)]
+pub fn assert_promtool_accepts(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut child) => {
+            child
+                .stdin
+                .take()
+                .expect("promtool's stdin")
+                .write_all(text.as_bytes())
+                .expect("writing to promtool");
+            let out = child.wait_with_output().expect("promtool's output");
+            assert!(
+                out.status.success(),
+                "promtool check metrics failed:\n{}{}\n{text}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "promtool is required in CI (scripts/setup.sh installs it): {e}"
+            );
+            eprintln!("promtool not installed ({e}); skipped `promtool check metrics`");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -927,42 +966,7 @@ mod tests {
                 "{text}"
             );
         }
-        promtool_accepts(&text);
-    }
-
-    fn promtool_accepts(text: &str) {
-        use std::io::Write;
-        use std::process::{Command, Stdio};
-        match Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-        {
-            Ok(mut child) => {
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(text.as_bytes())
-                    .unwrap();
-                let out = child.wait_with_output().unwrap();
-                assert!(
-                    out.status.success(),
-                    "promtool check metrics failed:\n{}{}\n{text}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            Err(e) => {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "promtool is required in CI (scripts/setup.sh installs it): {e}"
-                );
-                eprintln!("promtool not installed ({e}); skipped `promtool check metrics`");
-            }
-        }
+        super::assert_promtool_accepts(&text);
     }
 
     #[test]

@@ -11,8 +11,6 @@
 
 mod host_support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use host_support::content::*;
@@ -102,36 +100,7 @@ fn check_metrics_text(text: &str) {
         );
     }
 
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut child) => {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool check metrics failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(e) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "promtool is required in CI (apt-get install prometheus; scripts/setup.sh does it): {e}"
-            );
-            eprintln!("promtool not installed ({e}); skipped `promtool check metrics`");
-        }
-    }
+    wasm_informer::metrics::assert_promtool_accepts(text);
 }
 
 #[test]

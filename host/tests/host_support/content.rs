@@ -97,48 +97,35 @@ fn key(ns: Option<&String>, name: Option<&String>) -> String {
     }
 }
 
-/// key -> resourceVersion of every pod, from a fresh list.
-pub async fn list_pods(client: &kube::Client) -> BTreeMap<String, u64> {
-    let pods: Api<Pod> = Api::all(client.clone());
-    pods.list(&ListParams::default())
+/// key -> resourceVersion of every `K`, from a fresh list.
+async fn list_versions<K>(client: &kube::Client) -> BTreeMap<String, u64>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    api.list(&ListParams::default())
         .await
         .unwrap()
         .items
         .iter()
-        .map(|p| {
+        .map(|o| {
+            let m = o.meta();
             (
-                key(p.metadata.namespace.as_ref(), p.metadata.name.as_ref()),
-                p.metadata
-                    .resource_version
-                    .as_ref()
-                    .unwrap()
-                    .parse()
-                    .unwrap(),
+                key(m.namespace.as_ref(), m.name.as_ref()),
+                m.resource_version.as_ref().unwrap().parse().unwrap(),
             )
         })
         .collect()
 }
 
+/// key -> resourceVersion of every pod, from a fresh list.
+pub async fn list_pods(client: &kube::Client) -> BTreeMap<String, u64> {
+    list_versions::<Pod>(client).await
+}
+
 /// key -> resourceVersion of every Deployment, from a fresh list.
 pub async fn list_deployments(client: &kube::Client) -> BTreeMap<String, u64> {
-    let d: Api<Deployment> = Api::all(client.clone());
-    d.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|p| {
-            (
-                key(p.metadata.namespace.as_ref(), p.metadata.name.as_ref()),
-                p.metadata
-                    .resource_version
-                    .as_ref()
-                    .unwrap()
-                    .parse()
-                    .unwrap(),
-            )
-        })
-        .collect()
+    list_versions::<Deployment>(client).await
 }
 
 /// Ready pods per namespace, from a fresh list.
