@@ -27,6 +27,15 @@ use crate::config::SimSettings;
 /// Resources the embedded simulator is seeded with, as resource ids.
 pub const SEEDED: [&str; 3] = ["v1/pods", "apps/v1/deployments", "v1/namespaces"];
 
+/// What the report counts in the simulator at exit: the seeded resources and
+/// the Services the example controller keeps.
+const COUNTED: [&str; 4] = [
+    "v1/pods",
+    "apps/v1/deployments",
+    "v1/namespaces",
+    "v1/services",
+];
+
 /// A running embedded simulator with its churn.
 pub struct EmbeddedSim {
     sim: Option<RunningSim>,
@@ -196,7 +205,7 @@ impl EmbeddedSim {
         let mut out = BTreeMap::new();
         if let Some(s) = &self.sim {
             let store = s.store();
-            for id in SEEDED {
+            for id in COUNTED {
                 let (gv, plural) = id.rsplit_once('/').expect("resource id has a slash");
                 let rid = store.rid(gv, plural);
                 out.insert(id.to_string(), store.list_all(rid).len() as u64);

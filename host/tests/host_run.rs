@@ -72,9 +72,11 @@ fn check_metrics_text(text: &str) {
         histograms,
         vec![
             "wasm_informer_plugin_handler_duration_seconds",
-            "wasm_informer_plugin_api_request_duration_seconds"
+            "wasm_informer_plugin_api_request_duration_seconds",
+            "workqueue_queue_duration_seconds",
+            "workqueue_work_duration_seconds"
         ],
-        "handler and API request durations are histograms"
+        "handler, API request and work queue durations are histograms"
     );
     assert!(histogram_series > 0, "a duration histogram per plugin");
     for s in &scrape.samples {
@@ -184,11 +186,14 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(client(&kubeconfig));
     rt.block_on(churn_pods(&client, 60, 3));
-    let want_pods = rt.block_on(list_pods(&client));
-    let want_deployments = rt.block_on(list_deployments(&client));
-    let want_ready = rt.block_on(ready_per_namespace(&client));
     let deadline = std::time::Instant::now() + LONG;
     loop {
+        // The server's state now (the example controller may still be
+        // updating Deployments it reconciles, so a list taken once could go
+        // stale).
+        let want_pods = rt.block_on(list_pods(&client));
+        let want_deployments = rt.block_on(list_deployments(&client));
+        let want_ready = rt.block_on(ready_per_namespace(&client));
         let log = host.log();
         let pods = echo_view(&log, "obs-pods", "pods");
         let deployments = echo_view(&log, "obs-deployments", "deployments");

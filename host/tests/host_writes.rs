@@ -450,7 +450,27 @@ fn rbac_output_applies_and_covers_exactly_the_manifests() {
                 .map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default()
         };
-        for r in strings("resources").into_iter().chain(strings("read")) {
+        // What a manifest watches: its resources and reads, and a
+        // controller's `for`, `owns` and `[[watches]]` resources.
+        let controller = m
+            .get("for")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .into_iter()
+            .chain(strings("owns"))
+            .chain(
+                m.get("watches")
+                    .and_then(|v| v.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|w| w.get("resource").and_then(|r| r.as_str()))
+                    .map(str::to_string),
+            );
+        for r in strings("resources")
+            .into_iter()
+            .chain(strings("read"))
+            .chain(controller)
+        {
             cluster
                 .entry(target(&r, None))
                 .or_default()
