@@ -42,6 +42,7 @@ const ROWS: &[(&str, &str)] = &[
     ("B9", "request time at the plugin"),
     ("B9", "time between two patches at the server"),
     ("B9", "beside a plugin blocked on a hanging API server"),
+    ("B9", "reference: the same neighbour alone"),
 ];
 
 #[test]
