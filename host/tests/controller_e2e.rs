@@ -30,21 +30,6 @@ use wasm_informer::metrics::Observe;
 /// Service's owner uid, (port, targetPort, protocol) set and selector.
 type Expected = BTreeMap<String, (String, BTreeSet<(u64, u64, String)>, Value)>;
 
-fn kubectl_json(kubeconfig: &Path, args: &[&str]) -> Value {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl is installed (scripts/setup.sh)");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn key_of(o: &Value) -> String {
     format!(
         "{}/{}",

@@ -34,43 +34,6 @@ impl Drop for Proc {
     }
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Value {
-    let out = kubectl_raw(kubeconfig, args, None);
-    serde_json::from_slice(&out).unwrap()
-}
-
-fn kubectl_raw(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Vec<u8> {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed (scripts/setup.sh)");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
 /// A simulator process (no churn: the test makes the changes) and its
 /// kubeconfig.
 fn simulator(dir: &Path) -> (Proc, PathBuf) {
@@ -164,7 +127,7 @@ fn run_host(config: &Path, kubeconfig: &Path, extra: &[&str]) -> HostProc {
 
 /// namespace → team annotation, from the server.
 fn teams(kubeconfig: &Path) -> BTreeMap<String, String> {
-    kubectl(kubeconfig, &["get", "namespaces", "-o", "json"])["items"]
+    kubectl_json(kubeconfig, &["get", "namespaces", "-o", "json"])["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -178,7 +141,7 @@ fn teams(kubeconfig: &Path) -> BTreeMap<String, String> {
 }
 
 fn pods(kubeconfig: &Path) -> Vec<Value> {
-    kubectl(
+    kubectl_json(
         kubeconfig,
         &["get", "pods", "-A", "-o", "json", "--show-managed-fields"],
     )["items"]
@@ -543,12 +506,12 @@ fn rbac_output_applies_and_covers_exactly_the_manifests() {
         }
         out
     };
-    let role = kubectl(
+    let role = kubectl_json(
         &kubeconfig,
         &["get", "clusterrole", "wasm-informer", "-o", "json"],
     );
     assert_eq!(rules(&role), cluster, "the ClusterRole");
-    let binding = kubectl(
+    let binding = kubectl_json(
         &kubeconfig,
         &["get", "clusterrolebinding", "wasm-informer", "-o", "json"],
     );
@@ -567,7 +530,7 @@ fn rbac_output_applies_and_covers_exactly_the_manifests() {
         if want.is_empty() {
             continue;
         }
-        let role = kubectl(
+        let role = kubectl_json(
             &kubeconfig,
             &["get", "role", "wasm-informer", "-n", ns, "-o", "json"],
         );

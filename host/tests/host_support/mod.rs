@@ -387,3 +387,43 @@ pub fn wait_metrics(
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `kubectl --kubeconfig KUBECONFIG ARGS...` as JSON (the server's answer).
+pub fn kubectl_json(kubeconfig: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = kubectl_raw(kubeconfig, args, None);
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// `kubectl --kubeconfig KUBECONFIG ARGS...` with `stdin`; its stdout.
+/// Panics with kubectl's stderr when it fails.
+pub fn kubectl_raw(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&str>) -> Vec<u8> {
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed (scripts/setup.sh)");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
