@@ -134,6 +134,13 @@ impl PluginInstance {
         let trap = |store: &Store<HostState>, e: wasmtime::Error| {
             StartError::Trap(classify(&e, store.data().limiter.refused()))
         };
+        // What `init` answered: a trap, the plugin's own error, or ready.
+        let initialised =
+            |store: &Store<HostState>, r: wasmtime::Result<Result<(), String>>| match r {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(msg)) => Err(StartError::Init(msg)),
+                Err(e) => Err(trap(store, e)),
+            };
         let config = &plugin.spec.config_json;
         let exports = match &plugin.pre {
             Pre::HandlerV01(pre) => {
@@ -156,38 +163,26 @@ impl PluginInstance {
                 on_event
                     .typed::<(borrowed::Event<'static>,), (Result<(), String>,)>(&store)
                     .map_err(link_error)?;
-                match bindings
+                let r = bindings
                     .wasm_informer_plugin_handler()
-                    .call_init(&mut store, config)
-                {
-                    Ok(Ok(())) => {}
-                    Ok(Err(msg)) => return Err(StartError::Init(msg)),
-                    Err(e) => return Err(trap(&store, e)),
-                }
+                    .call_init(&mut store, config);
+                initialised(&store, r)?;
                 Exports::HandlerV01 { on_event }
             }
             Pre::HandlerV02(pre) => {
                 let bindings = pre.instantiate(&mut store).map_err(|e| trap(&store, e))?;
-                match bindings
+                let r = bindings
                     .wasm_informer_plugin_handler()
-                    .call_init(&mut store, config)
-                {
-                    Ok(Ok(())) => {}
-                    Ok(Err(msg)) => return Err(StartError::Init(msg)),
-                    Err(e) => return Err(trap(&store, e)),
-                }
+                    .call_init(&mut store, config);
+                initialised(&store, r)?;
                 Exports::HandlerV02(bindings)
             }
             Pre::ControllerV02(pre) => {
                 let bindings = pre.instantiate(&mut store).map_err(|e| trap(&store, e))?;
-                match bindings
+                let r = bindings
                     .wasm_informer_plugin_reconciler()
-                    .call_init(&mut store, config)
-                {
-                    Ok(Ok(())) => {}
-                    Ok(Err(msg)) => return Err(StartError::Init(msg)),
-                    Err(e) => return Err(trap(&store, e)),
-                }
+                    .call_init(&mut store, config);
+                initialised(&store, r)?;
                 Exports::ControllerV02(bindings)
             }
         };
