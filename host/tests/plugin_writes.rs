@@ -554,3 +554,157 @@ async fn i1_a_plugin_blocked_on_a_hanging_api_server_stalls_no_neighbour() {
         "neighbour handled {beside} beside the hung writer, {alone} alone"
     );
 }
+
+/// Runs `ops` once, in a fresh probe with `settings`, on an event about `pod`.
+async fn run_ops(w: &World, ops: Value, settings: &KubeSettings, pod: &Pod) -> Vec<Value> {
+    let (mut r, _) = w.probe(ops, settings.clone()).await;
+    trigger(&mut r, pod).await
+}
+
+fn assert_ok(out: &[Value]) {
+    for o in out {
+        assert_eq!(o["ok"], true, "{o}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_granted_verb_and_the_status_subresource_change_the_server() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        grants: vec![
+            grant(
+                "v1/pods",
+                None,
+                &["get", "create", "replace", "patch", "delete"],
+                None,
+            ),
+            grant(
+                "v1/pods",
+                Some("status"),
+                &["get", "replace", "patch"],
+                None,
+            ),
+        ],
+        write_qps: 0.0,
+        ..KubeSettings::default()
+    };
+    w.sim.request_log().clear();
+
+    // create
+    let made = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "made", "namespace": "team-a" },
+        "spec": { "containers": [{ "name": "c", "image": "img:1" }] },
+    });
+    let out = run_ops(
+        &w,
+        json!([{ "call": "create", "resource": "v1/pods", "namespace": "team-a", "body": made }]),
+        &settings,
+        &pod,
+    )
+    .await;
+    assert_ok(&out);
+    assert!(
+        w.pod("team-a", "made").await.is_some(),
+        "created on the server"
+    );
+
+    // get and patch
+    let out = run_ops(
+        &w,
+        json!([
+            { "call": "get", "resource": "v1/pods", "namespace": "team-a", "name": "web" },
+            label_patch("team-a", "web", "patched"),
+        ]),
+        &settings,
+        &pod,
+    )
+    .await;
+    assert_ok(&out);
+    assert_eq!(out[0]["object"]["metadata"]["name"], "web");
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(now.metadata.labels.as_ref().unwrap()["touched"], "patched");
+
+    // replace, with the server's current resourceVersion
+    let mut body = serde_json::to_value(&now).unwrap();
+    body["metadata"]["labels"]["replaced"] = "yes".into();
+    let out = run_ops(
+        &w,
+        json!([{ "call": "replace", "resource": "v1/pods", "namespace": "team-a", "name": "web", "body": body }]),
+        &settings,
+        &pod,
+    )
+    .await;
+    assert_ok(&out);
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(now.metadata.labels.as_ref().unwrap()["replaced"], "yes");
+
+    // the status subresource: patch, then get and replace
+    let out = run_ops(
+        &w,
+        json!([{ "call": "patch-status", "resource": "v1/pods", "namespace": "team-a", "name": "web",
+                 "patch": "merge", "body": { "status": { "message": "patched" } } }]),
+        &settings,
+        &pod,
+    )
+    .await;
+    assert_ok(&out);
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(
+        now.status.as_ref().and_then(|s| s.message.as_deref()),
+        Some("patched")
+    );
+    let mut body = serde_json::to_value(&now).unwrap();
+    body["status"]["message"] = "replaced".into();
+    let out = run_ops(
+        &w,
+        json!([
+            { "call": "get-status", "resource": "v1/pods", "namespace": "team-a", "name": "web" },
+            { "call": "replace-status", "resource": "v1/pods", "namespace": "team-a", "name": "web", "body": body },
+        ]),
+        &settings,
+        &pod,
+    )
+    .await;
+    assert_ok(&out);
+    assert_eq!(out[0]["object"]["status"]["message"], "patched");
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(
+        now.status.as_ref().and_then(|s| s.message.as_deref()),
+        Some("replaced")
+    );
+
+    // delete
+    let out = run_ops(
+        &w,
+        json!([{ "call": "delete", "resource": "v1/pods", "namespace": "team-a", "name": "made" }]),
+        &settings,
+        &pod,
+    )
+    .await;
+    assert_ok(&out);
+    assert!(
+        w.pod("team-a", "made").await.is_none(),
+        "deleted on the server"
+    );
+
+    // Each write went out once, the status ones to the subresource.
+    let writes: Vec<(String, bool)> = w
+        .writes()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.ends_with("/status")))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![
+            ("POST".to_string(), false),
+            ("PATCH".to_string(), false),
+            ("PUT".to_string(), false),
+            ("PATCH".to_string(), true),
+            ("PUT".to_string(), true),
+            ("DELETE".to_string(), false),
+        ],
+        "{writes:?}"
+    );
+}
