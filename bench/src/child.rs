@@ -10,8 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::probe::HandlerProbe;
-use crate::spec::{ChildReport, Command, Side, SideFacts, SideSpec};
+use k8s_openapi::api::apps::v1::Deployment;
+
+use crate::probe::{now_ns, HandlerProbe};
+use crate::spec::{
+    ChildReport, Command, FreshChange, FreshTiming, Side, SideFacts, SideSpec,
+};
 use crate::{alloc, mem, ours, peer, raw};
 
 enum Running {
@@ -94,7 +98,76 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
         notes,
         reload: None,
         api,
+        fresh: None,
     }
+}
+
+/// Reconciles the side has finished, over every handler.
+fn reconciled(run: &Running) -> u64 {
+    run.probes().iter().map(|p| p.total()).sum()
+}
+
+/// Creates the fresh Deployment `f` through `client` right after sync, then
+/// waits until it and every initial object were reconciled.
+async fn fresh_change(
+    run: &Running,
+    spec: &SideSpec,
+    f: &FreshChange,
+    client: kube::Client,
+) -> Result<FreshTiming> {
+    for p in run.probes() {
+        p.probe.watch_for(&f.name);
+    }
+    let body: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f.name, "namespace": f.namespace, "labels": {"app": "fresh"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "fresh"}},
+            "template": {
+                "metadata": {"labels": {"app": "fresh"}},
+                "spec": {"containers": [{"name": "main", "image": "registry.example/fresh:1"}]},
+            },
+        },
+    }))?;
+    kube::Api::<Deployment>::namespaced(client, &f.namespace)
+        .create(&kube::api::PostParams::default(), &body)
+        .await
+        .with_context(|| format!("creating the fresh Deployment {}/{}", f.namespace, f.name))?;
+    let created_ns = now_ns();
+    let reconciled_at_create = reconciled(run);
+    let timeout = Duration::from_secs(spec.sync_timeout_secs);
+    let all = spec.expect_objects + 1;
+    let done = until(timeout, || {
+        reconciled(run) >= all && run.probes().iter().any(|p| p.probe.fresh_seen().is_some())
+    })
+    .await;
+    anyhow::ensure!(
+        done,
+        "after {timeout:?}: {} of {all} reconciles, fresh change reconciled: {}",
+        reconciled(run),
+        run.probes().iter().any(|p| p.probe.fresh_seen().is_some())
+    );
+    let (seen_ns, reconciled_at_fresh) = run
+        .probes()
+        .iter()
+        .find_map(|p| p.probe.fresh_seen())
+        .context("the fresh change was reconciled but no probe kept it")?;
+    let drain = run
+        .probes()
+        .iter()
+        .filter_map(|p| {
+            let r = p.probe.report();
+            crate::suite::rate(r.measured, r.first_ns, r.last_ns)
+        })
+        .sum();
+    Ok(FreshTiming {
+        latency_ms: seen_ns.saturating_sub(created_ns) as f64 / 1e6,
+        reconciled_at_create,
+        reconciled_at_fresh,
+        drain_per_sec: drain,
+    })
 }
 
 /// Runs the child: `spec_json` is a [`SideSpec`].
@@ -105,6 +178,7 @@ pub fn main(spec_json: &str) -> Result<()> {
         .build()?;
     rt.block_on(async move {
         let client = client(&spec.url)?;
+        let writer = client.clone();
         mem::trim();
         let base = (mem::rss_bytes()?, alloc::live_bytes());
         let t0 = Instant::now();
@@ -123,11 +197,17 @@ pub fn main(spec_json: &str) -> Result<()> {
             }
         };
         let sync_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let facts = run.facts();
+        let fresh = match &spec.fresh {
+            Some(f) => Some(fresh_change(&run, &spec, f, writer).await?),
+            None => None,
+        };
         // Let transient list buffers be freed before memory is read.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut r = report(&run, base, true, notes);
         r.sync_ms = sync_ms;
-        r.facts = Some(run.facts());
+        r.facts = Some(facts);
+        r.fresh = fresh;
         emit(&r)?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         std::thread::spawn(move || {

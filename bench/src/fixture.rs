@@ -39,17 +39,31 @@ pub struct Fixture {
 impl Fixture {
     /// Seeds `pods` pods over 10 namespaces and starts serving on 127.0.0.1.
     pub fn new(rt: &tokio::runtime::Runtime, pods: usize, mix: Mix) -> Result<Self> {
-        let sim = Sim::new(SimConfig {
-            history_window: 400_000,
-            ..SimConfig::default()
-        });
         let mut wc = WorkloadConfig::new(pods, 10, 7);
         if mix == Mix::UpdatesOnly {
             wc.create_weight = 0;
             wc.delete_weight = 0;
         }
+        Self::seeded(rt, wc)
+    }
+
+    /// Seeds `deployments` Deployments (and no pods) over 10 namespaces and
+    /// starts serving on 127.0.0.1.
+    pub fn with_deployments(rt: &tokio::runtime::Runtime, deployments: usize) -> Result<Self> {
+        Self::seeded(
+            rt,
+            WorkloadConfig::new(0, 10, 7).with_deployments(deployments, 0.25),
+        )
+    }
+
+    fn seeded(rt: &tokio::runtime::Runtime, wc: WorkloadConfig) -> Result<Self> {
+        let sim = Sim::new(SimConfig {
+            history_window: 400_000,
+            ..SimConfig::default()
+        });
+        let what = format!("{} pods and {} deployments", wc.pods, wc.deployments);
         let workload = Workload::seed(sim.store().clone(), wc)
-            .map_err(|e| anyhow::anyhow!("seeding {pods} pods: {}", e.message))?;
+            .map_err(|e| anyhow::anyhow!("seeding {what}: {}", e.message))?;
         let sim = rt
             .block_on(sim.start("127.0.0.1:0".parse()?))
             .context("starting the simulator on 127.0.0.1")?;
@@ -77,6 +91,13 @@ impl Fixture {
     /// Pods in the store now.
     pub fn pods(&self) -> usize {
         self.store.list_all(self.store.rid("v1", "pods")).len()
+    }
+
+    /// Deployments in the store now.
+    pub fn deployments(&self) -> usize {
+        self.store
+            .list_all(self.store.rid("apps/v1", "deployments"))
+            .len()
     }
 
     /// Writes `n` events as fast as possible; returns how long that took.

@@ -1,6 +1,8 @@
 //! The wasm-informer side: one shared informer (Reflector → DeltaFIFO →
-//! Indexer → processor) for `v1/pods`, with one listener per handler, each
-//! handler wrapped in a probe. It is built one of two ways
+//! Indexer → processor) for the spec's resource, with one listener per
+//! handler, each handler wrapped in a probe; a controller plugin is run as
+//! the host runs one (trigger → work queue → workers), its probe after each
+//! reconcile. It is built one of two ways
 //! ([`OursApi`]): through the informer registry, as the host runs plugins (and
 //! WebAssembly handlers read the cache through it), or with the informer
 //! crate's public builder, `SharedInformer::builder(..).start()` and
@@ -20,12 +22,16 @@ use kube_informer::handler::{Delivery, Handled, Handler};
 use kube_informer::notification::NotificationRef;
 use kube_informer::reflector::StreamingList;
 use kube_informer::{HandlerOptions, Registration};
+use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
+use kube_informer::workqueue::{
+    Outcome, RateLimiterConfig, Reconcile, StartGate, WorkQueue, WorkerOptions, Workers,
+};
 use kube_informer::{InformerConfig, InformerRegistry, SharedInformer};
 
 use crate::probe::{now_ns, parse_rv, HandlerProbe, Probe};
 use wasm_informer::kube_api::KubeApi;
 use wasm_informer_runtime::capability::api::ClusterApi;
-use wasm_informer_runtime::PluginStatus;
+use wasm_informer_runtime::{HostServices, PluginStatus, ReconcileWorker};
 
 use crate::spec::{
     ApiTiming, HandlerKind, InitialList, ListenerCounters, ManagedFields, OursApi, ReloadTiming,
@@ -102,6 +108,50 @@ impl Handler for Probed {
     }
 }
 
+/// A controller worker followed by its probe: after each reconcile the
+/// probe counts it, with the cached object's resourceVersion and name.
+struct ProbedReconcile {
+    inner: ReconcileWorker,
+    probe: Arc<Probe>,
+    cache: Arc<dyn CacheView>,
+    resource: String,
+}
+
+impl Reconcile<Arc<str>> for ProbedReconcile {
+    async fn reconcile(&mut self, key: &Arc<str>) -> Outcome {
+        let outcome = self.inner.reconcile(key).await;
+        let rv = self
+            .cache
+            .get(&self.resource, key)
+            .ok()
+            .flatten()
+            .map_or(0, |o| parse_rv(Some(&o.meta.resource_version)));
+        let name = key.rsplit('/').next().unwrap_or(key);
+        self.probe.observe_named(rv, name);
+        outcome
+    }
+
+    async fn ready(&mut self) {
+        self.inner.ready().await;
+    }
+
+    fn own_thread(&self) -> Option<String> {
+        self.inner.own_thread()
+    }
+}
+
+/// A controller plugin as the host runs one (`host/src/controller.rs`): a
+/// `Primary` trigger on the side's resource feeding one work queue with
+/// client-go's default rate limiter, and workers behind a gate that opens
+/// once the informer has synced.
+struct RunningController {
+    _workers: Workers<Arc<str>>,
+    gate: Arc<StartGate>,
+}
+
+/// The listener queue in front of a controller's trigger, as the host's.
+const TRIGGER_QUEUE: usize = 4096;
+
 /// Starts an HTTP server on 127.0.0.1 that accepts every connection and
 /// never answers (the process keeps the sockets open until it exits), and
 /// returns its URL.
@@ -132,6 +182,8 @@ pub struct OursSide {
     pub probes: Vec<HandlerProbe>,
     /// The runtime's counters of each WebAssembly handler.
     statuses: Vec<(String, Arc<PluginStatus>)>,
+    /// Controller plugins, released when the informer has synced.
+    controllers: Vec<RunningController>,
 }
 
 fn streaming(spec: &SideSpec) -> StreamingList {
@@ -179,11 +231,35 @@ impl OursSide {
         let mut handles = Vec::new();
         let mut probes = Vec::new();
         let mut statuses = Vec::new();
+        let mut controllers = Vec::new();
         for h in &spec.handlers {
             let probe = HandlerProbe::new(h);
+            if let HandlerKind::WasmController {
+                path,
+                timeout_ms,
+                workers,
+            } = &h.kind
+            {
+                let (c, reg) = Self::start_controller(
+                    &registry,
+                    spec,
+                    &h.name,
+                    path,
+                    *timeout_ms,
+                    *workers,
+                    probe.probe.clone(),
+                )
+                .await
+                .with_context(|| format!("controller {}", h.name))?;
+                controllers.push(c);
+                handles.push(reg);
+                probes.push(probe);
+                continue;
+            }
             let inner = match &h.kind {
                 HandlerKind::NoopNative => Inner::Noop,
                 HandlerKind::SleepNative(ms) => Inner::Sleep(Duration::from_millis(*ms)),
+                HandlerKind::WasmController { .. } => unreachable!("started above"),
                 HandlerKind::Wasm {
                     path,
                     config,
@@ -227,7 +303,78 @@ impl OursSide {
             api: OursApi::Registry,
             probes,
             statuses,
+            controllers,
         })
+    }
+
+    /// Starts `workers` instances of the controller component at `path`
+    /// reconciling keys of the side's resource, held until
+    /// [`OursSide::wait_synced`] opens their gate, and subscribes their
+    /// trigger.
+    async fn start_controller(
+        registry: &Arc<InformerRegistry>,
+        spec: &SideSpec,
+        name: &str,
+        path: &str,
+        timeout_ms: u64,
+        workers: usize,
+        probe: Arc<Probe>,
+    ) -> Result<(RunningController, Registration)> {
+        let cache: Arc<dyn CacheView> = registry.clone();
+        let loaded = wasm::load_reading(
+            name,
+            path,
+            "{}",
+            timeout_ms,
+            Default::default(),
+            &spec.resource,
+        )?;
+        let reconcilers = ReconcileWorker::start_all(
+            wasm::engine()?,
+            loaded,
+            HostServices::cache_only(cache.clone()),
+            &spec.resource,
+            workers,
+            None,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the workers: {e}"))?;
+        let queue = WorkQueue::<Arc<str>>::new(RateLimiterConfig::default());
+        let gate = StartGate::new();
+        let probed = reconcilers
+            .into_iter()
+            .map(|inner| ProbedReconcile {
+                inner,
+                probe: probe.clone(),
+                cache: cache.clone(),
+                resource: spec.resource.clone(),
+            })
+            .collect();
+        let workers = Workers::spawn_with(
+            queue.clone(),
+            probed,
+            WorkerOptions {
+                name: name.to_string(),
+                gate: gate.clone(),
+                admit: None,
+            },
+        );
+        let trigger = Enqueue::new(queue, &spec.resource, KeyMap::Primary);
+        let reg = registry
+            .add_handler(
+                &spec.resource,
+                trigger,
+                HandlerOptions::named(name).queue_capacity(TRIGGER_QUEUE),
+            )
+            .await
+            .context("subscribing the trigger")?;
+        Ok((
+            RunningController {
+                _workers: workers,
+                gate,
+            },
+            reg,
+        ))
     }
 
     /// As a native program does: `SharedInformer::builder` and `add_handler`.
@@ -245,7 +392,7 @@ impl OursSide {
             let inner = match &h.kind {
                 HandlerKind::NoopNative => Inner::Noop,
                 HandlerKind::SleepNative(ms) => Inner::Sleep(Duration::from_millis(*ms)),
-                HandlerKind::Wasm { path, .. } => bail!(
+                HandlerKind::Wasm { path, .. } | HandlerKind::WasmController { path, .. } => bail!(
                     "handler {}: WebAssembly handlers ({path}) run through the registry, as in the host",
                     h.name
                 ),
@@ -267,6 +414,7 @@ impl OursSide {
             api: OursApi::Informer,
             probes,
             statuses: Vec::new(),
+            controllers: Vec::new(),
         })
     }
 
@@ -277,6 +425,10 @@ impl OursSide {
                 "the informer did not sync within {} s",
                 spec.sync_timeout_secs
             );
+        }
+        // As the host releases a controller: once its informer has synced.
+        for c in &self.controllers {
+            c.gate.open();
         }
         let deadline = tokio::time::Instant::now() + timeout;
         for (h, p) in self.handles.iter().zip(&self.probes) {
@@ -366,7 +518,7 @@ impl OursSide {
             managed_fields_cached: Some(managed),
             reflectors: 1,
             subscribers: 0,
-            controllers: 0,
+            controllers: self.controllers.len() as u64,
             streaming_lists: Some(self.informer.reflector_stats().snapshot().streaming_lists),
             ours_api: Some(
                 match self.api {

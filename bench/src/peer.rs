@@ -15,6 +15,10 @@
 //!   the default controller config ([`PeerAttach::Controller`]); the root
 //!   stream is driven on a task of its own, as kube-runtime requires.
 //!
+//! - one controller on its own ([`PeerFanout::Controller`]):
+//!   `Controller::new(api, config)` with the default `controller::Config`
+//!   (unbounded concurrency), as kube-runtime's examples start one.
+//!
 //! Invariant: each handler feeds the same probe type as our side, after it
 //! ran; a controller's probe counts reconciles (of the store's current object).
 
@@ -25,6 +29,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube_runtime::controller::Action;
@@ -90,7 +95,8 @@ async fn handle<K: Cached>(obj: &K, sleep: Option<Duration>, probe: &Probe) {
     if let Some(d) = sleep {
         tokio::time::sleep(d).await;
     }
-    probe.observe(parse_rv(obj.meta().resource_version.as_deref()));
+    let rv = parse_rv(obj.meta().resource_version.as_deref());
+    probe.observe_named(rv, obj.meta().name.as_deref().unwrap_or_default());
 }
 
 /// The `.modify()` of a user who does not read managedFields.
@@ -145,15 +151,21 @@ macro_rules! with_root_stream {
 impl PeerSide {
     /// Starts the reflector(s) and waits for sync.
     pub async fn start(spec: &SideSpec, client: kube::Client) -> Result<(Self, Vec<String>)> {
-        if spec.resource != "v1/pods" {
+        let resource = match spec.peer.cache {
+            PeerCache::TypedPod | PeerCache::RawPod => "v1/pods",
+            PeerCache::TypedDeployment => "apps/v1/deployments",
+        };
+        if spec.resource != resource {
             bail!(
-                "the kube-runtime side watches v1/pods only (asked for {})",
+                "the kube-runtime side caches {:?} for {resource} (asked for {})",
+                spec.peer.cache,
                 spec.resource
             );
         }
         match spec.peer.cache {
             PeerCache::TypedPod => Self::start_as::<Pod>(spec, client).await,
             PeerCache::RawPod => Self::start_as::<RawPod>(spec, client).await,
+            PeerCache::TypedDeployment => Self::start_as::<Deployment>(spec, client).await,
         }
     }
 
@@ -195,6 +207,26 @@ impl PeerSide {
                     tasks.push(task);
                     probes.push(hp);
                 }
+            }
+            PeerFanout::Controller => {
+                let [h] = spec.handlers.as_slice() else {
+                    bail!("a Controller side has exactly one handler (its reconciler)");
+                };
+                let hp = HandlerProbe::new(h);
+                let sleep = sleep_of(&h.kind)?;
+                let ctx = Arc::new(Reconciler {
+                    probe: hp.probe.clone(),
+                    sleep,
+                });
+                let api: Api<K> = Api::all(client.clone());
+                let controller = Controller::new(api, watch_config(spec));
+                stores.push(controller.store());
+                controllers += 1;
+                let run = controller
+                    .run(reconcile::<K>, error_policy::<K>, ctx)
+                    .for_each(|_| futures::future::ready(()));
+                tasks.push(tokio::spawn(run));
+                probes.push(hp);
             }
             PeerFanout::Shared { buffer } => {
                 let (reader, writer) = reflector::store_shared::<K>(buffer);

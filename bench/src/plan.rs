@@ -3,7 +3,8 @@
 //!
 //! Invariant: the full plan is the specification (20k pods for B1/B4, 50k for
 //! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
-//! plugins at 5k events/s for a minute for B8, 5k pods patched for B9) with at least
+//! plugins at 5k events/s for a minute for B8, 5k pods patched for B9, 20k
+//! Deployments reconciled for B10) with at least
 //! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
 //! small sizes with two rounds, so both side orders of the ABBA alternation run.
 
@@ -48,6 +49,8 @@ pub struct Plan {
     /// Pods the writing plugin patches, and the burst of the isolation arms.
     pub b9_pods: usize,
     pub b9_events: usize,
+    /// Deployments the controllers reconcile.
+    pub b10_deployments: usize,
 }
 
 impl Plan {
@@ -78,6 +81,7 @@ impl Plan {
                 b8_secs: 2,
                 b9_pods: 200,
                 b9_events: 500,
+                b10_deployments: 500,
             },
             Mode::Full => Plan {
                 mode,
@@ -106,6 +110,7 @@ impl Plan {
                 b8_secs: 60,
                 b9_pods: 5_000,
                 b9_events: 20_000,
+                b10_deployments: 20_000,
             },
         }
     }

@@ -33,6 +33,11 @@ pub struct Probe {
     last_ns: AtomicU64,
     record: AtomicBool,
     records: Mutex<Vec<(u64, u64)>>,
+    /// The object name [`Probe::observe_named`] looks for, and when (and
+    /// after how many events) it was first handled.
+    fresh: std::sync::OnceLock<String>,
+    fresh_ns: AtomicU64,
+    fresh_total: AtomicU64,
 }
 
 /// What a probe saw since it was armed.
@@ -72,6 +77,31 @@ impl Probe {
             }
         }
         self.max_rv.fetch_max(rv, Ordering::Release);
+    }
+
+    /// Like [`Probe::observe`], for a handler that knows the object's name
+    /// (a reconciler): the first time `name` is the watched one
+    /// ([`Probe::watch_for`]), its time is kept.
+    pub fn observe_named(&self, rv: u64, name: &str) {
+        self.observe(rv);
+        if self.fresh.get().is_some_and(|f| f == name) && self.fresh_ns.load(Ordering::Relaxed) == 0
+        {
+            self.fresh_total
+                .store(self.total.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.fresh_ns.store(now_ns(), Ordering::Release);
+        }
+    }
+
+    /// Watches for the object named `name` (once per probe).
+    pub fn watch_for(&self, name: &str) {
+        let _ = self.fresh.set(name.to_string());
+    }
+
+    /// When the watched object was first handled, and the events handled
+    /// by then (its own included), or `None` while it has not been.
+    pub fn fresh_seen(&self) -> Option<(u64, u64)> {
+        let t = self.fresh_ns.load(Ordering::Acquire);
+        (t != 0).then(|| (t, self.fresh_total.load(Ordering::Relaxed)))
     }
 
     /// Counts only events above `rv` from now on; `record` keeps each one's time.
@@ -152,5 +182,20 @@ mod tests {
             vec![11, 12]
         );
         assert!(r.first_ns > 0 && r.last_ns >= r.first_ns);
+    }
+
+    #[test]
+    fn keeps_the_first_reconcile_of_the_watched_name() {
+        let p = Probe::default();
+        p.observe_named(1, "fresh");
+        assert_eq!(p.fresh_seen(), None, "not watched yet");
+        p.watch_for("fresh");
+        p.observe_named(2, "other");
+        assert_eq!(p.fresh_seen(), None);
+        p.observe_named(3, "fresh");
+        let (t, n) = p.fresh_seen().expect("seen");
+        assert_eq!(n, 3, "three events handled by then, its own included");
+        p.observe_named(4, "fresh");
+        assert_eq!(p.fresh_seen(), Some((t, 3)), "the first one is kept");
     }
 }

@@ -73,6 +73,17 @@ pub enum HandlerKind {
         /// Per-event deadline in milliseconds.
         timeout_ms: u64,
     },
+    /// A WebAssembly component of the `controller` world (ours only), run
+    /// as the host runs a controller plugin: triggers on the side's
+    /// resource feed one work queue, drained by `workers` instances.
+    WasmController {
+        /// Path of the `.wasm` file.
+        path: String,
+        /// Per-reconcile deadline in milliseconds.
+        timeout_ms: u64,
+        /// Instances, each with its own Store (the manifest's `workers`).
+        workers: usize,
+    },
 }
 
 /// How a handler is attached to kube-runtime's shared reflector.
@@ -147,6 +158,8 @@ pub enum PeerCache {
     /// `ObjectMeta` plus `spec` and `status` kept as `Box<RawValue>`
     /// (see `peer_raw.rs`).
     RawPod,
+    /// k8s-openapi's `Deployment` (for `apps/v1/deployments`).
+    TypedDeployment,
 }
 
 /// How the kube-runtime side fans out to several handlers.
@@ -161,6 +174,10 @@ pub enum PeerFanout {
         /// Subscriber buffer size.
         buffer: usize,
     },
+    /// One `Controller::new(api, watcher_config)` whose reconciler is the
+    /// single handler (default `controller::Config`: unbounded concurrency),
+    /// as every kube-runtime controller example starts one.
+    Controller,
 }
 
 /// Settings only the peer has.
@@ -195,6 +212,31 @@ pub struct SideSpec {
     pub expect_objects: u64,
     /// Longest wait for sync, in seconds.
     pub sync_timeout_secs: u64,
+    /// A controller side: the change the child makes as soon as the cache
+    /// synced, while the initial keys wait to be reconciled.
+    #[serde(default)]
+    pub fresh: Option<FreshChange>,
+}
+
+/// A Deployment the child creates right after sync (see [`SideSpec::fresh`]);
+/// the child then waits until every initial object and it were reconciled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreshChange {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// When the fresh change was reconciled, as the child saw it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FreshTiming {
+    /// From the create's answer to the end of the fresh key's reconcile.
+    pub latency_ms: f64,
+    /// Reconciles done (initial keys) when the create was answered.
+    pub reconciled_at_create: u64,
+    /// Reconciles done when the fresh key's reconcile ended.
+    pub reconciled_at_fresh: u64,
+    /// Reconciles per second over the whole drain (first to last).
+    pub drain_per_sec: f64,
 }
 
 /// A command from the driver to the child, one JSON line on stdin.
@@ -269,6 +311,9 @@ pub struct ChildReport {
     /// Per WebAssembly handler (ours): its API requests and their times.
     #[serde(default)]
     pub api: Vec<ApiTiming>,
+    /// A controller side with [`SideSpec::fresh`]: how the fresh change fared.
+    #[serde(default)]
+    pub fresh: Option<FreshTiming>,
 }
 
 /// The API requests of one of our WebAssembly handlers, as its runtime

@@ -13,7 +13,7 @@ use anyhow::{bail, Result};
 use apisim::RequestRecord;
 
 use crate::spec::{
-    InitialList, ManagedFields, OursApi, PeerAttach, PeerFanout, Side, SideFacts, SideSpec,
+    HandlerKind, InitialList, ManagedFields, OursApi, PeerAttach, PeerFanout, Side, SideFacts, SideSpec,
 };
 
 /// First lists the simulator served on `path`: (streaming lists, paged lists).
@@ -37,6 +37,7 @@ fn first_lists(requests: &[RequestRecord], path: &str) -> (usize, usize) {
 fn path_of(resource: &str) -> Result<&'static str> {
     match resource {
         "v1/pods" => Ok("/api/v1/pods"),
+        "apps/v1/deployments" => Ok("/apis/apps/v1/deployments"),
         other => bail!("verify: no request path known for {other}"),
     }
 }
@@ -92,12 +93,24 @@ pub fn side(spec: &SideSpec, requests: &[RequestRecord], facts: &SideFacts) -> R
                     spec.initial_list
                 );
             }
+            let controllers = spec
+                .handlers
+                .iter()
+                .filter(|h| matches!(h.kind, HandlerKind::WasmController { .. }))
+                .count() as u64;
+            if facts.controllers != controllers {
+                bail!(
+                    "{who}: runs {} controller(s), expected {controllers}",
+                    facts.controllers
+                );
+            }
         }
         Side::Peer => {
             let count =
                 |a: PeerAttach| spec.handlers.iter().filter(|h| h.peer_attach == a).count() as u64;
             let want = match spec.peer.fanout {
                 PeerFanout::Separate => (spec.handlers.len() as u64, 0, 0),
+                PeerFanout::Controller => (1, 0, 1),
                 PeerFanout::Shared { .. } => (
                     1,
                     count(PeerAttach::Subscriber),

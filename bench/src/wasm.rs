@@ -62,11 +62,24 @@ pub fn load_with(
     timeout_ms: u64,
     kube: KubeSettings,
 ) -> Result<Arc<LoadedPlugin>> {
+    load_reading(name, path, config, timeout_ms, kube, "v1/pods")
+}
+
+/// Compiles and links `path` as plugin `name`, allowed to read `resource`
+/// from the cache (a controller reads its primary resource).
+pub fn load_reading(
+    name: &str,
+    path: &str,
+    config: &str,
+    timeout_ms: u64,
+    kube: KubeSettings,
+    resource: &str,
+) -> Result<Arc<LoadedPlugin>> {
     let engine = engine()?;
     let spec = PluginSpec {
         kube,
         config_json: config.to_string(),
-        read: vec!["v1/pods".to_string()],
+        read: vec![resource.to_string()],
         limits: PluginLimits {
             timeout_ms,
             ..PluginLimits::default()

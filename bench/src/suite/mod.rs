@@ -24,12 +24,11 @@
 //! from `OursConfig::writes` (and a hanging API server from
 //! `OursConfig::writes_hang`).
 //!
-//! Where the row planned next goes:
-//!
-//! - B10, reconciles of a no-op controller over 20k Deployments: a new suite
-//!   file; `SideSpec::resource = "apps/v1/deployments"`, a `PeerCache`
-//!   variant for `Deployment` in `peer.rs` (the peer is generic over the
-//!   cached type), its path in `verify.rs`, and `PeerAttach::Controller`.
+//! B10 runs controllers: `HandlerKind::WasmController` on our side (run as
+//! the host runs a controller plugin), `PeerFanout::Controller` on the
+//! peer's (`Controller::new`), over `apps/v1/deployments` with
+//! `PeerCache::TypedDeployment`, and `SideSpec::fresh` for the change the
+//! child makes while the initial keys are still queued.
 //!
 //! The pieces a benchmark composes: [`ours`] and [`peer`] (a side's fair
 //! defaults), [`spawn`] (a checked child), `rounds::run` (ABBA rounds over
@@ -46,6 +45,7 @@ pub mod b6_reload;
 pub mod b7_many_handlers;
 pub mod b8_scale;
 pub mod b9_writes;
+pub mod b10_controller;
 pub mod burst;
 pub mod compare;
 
@@ -95,6 +95,7 @@ pub const ALL: &[Bench] = &[
     b7_many_handlers::BENCH,
     b8_scale::BENCH,
     b9_writes::BENCH,
+    b10_controller::BENCH,
 ];
 
 /// The Rust plugin `name` as a handler (deadline 1 s, empty config).
@@ -153,6 +154,7 @@ fn base(side: Side, fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
         },
         expect_objects: fx.pods() as u64,
         sync_timeout_secs: 300,
+        fresh: None,
     }
 }
 
@@ -176,11 +178,15 @@ pub fn raw(fx: &Fixture) -> SideSpec {
 
 /// Starts a child for `spec` against `fx` and checks, from the requests the
 /// simulator saw and the child's report, that it runs as `spec` says. The
-/// initial list it must sync is the fixture's pods now (earlier arms' churn
-/// changed the count since the spec was written).
+/// initial list it must sync is the fixture's objects of the spec's resource
+/// now (earlier arms' churn changed the count since the spec was written).
 pub fn spawn(fx: &Fixture, spec: &SideSpec) -> Result<(ChildProc, ChildReport)> {
+    let objects = match spec.resource.as_str() {
+        "apps/v1/deployments" => fx.deployments(),
+        _ => fx.pods(),
+    };
     let spec = &SideSpec {
-        expect_objects: fx.pods() as u64,
+        expect_objects: objects as u64,
         ..spec.clone()
     };
     let mark = fx.request_mark();
