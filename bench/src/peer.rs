@@ -85,7 +85,7 @@ fn sleep_of(kind: &HandlerKind) -> Result<Option<Duration>> {
     match kind {
         HandlerKind::NoopNative => Ok(None),
         HandlerKind::SleepNative(ms) => Ok(Some(Duration::from_millis(*ms))),
-        HandlerKind::Wasm { path, .. } => {
+        HandlerKind::Wasm { path, .. } | HandlerKind::WasmController { path, .. } => {
             bail!("kube-runtime side cannot run a WebAssembly handler ({path})")
         }
     }

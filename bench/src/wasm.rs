@@ -171,9 +171,10 @@ pub fn plugin_path(name: &str) -> Result<String> {
     Ok(p.to_string())
 }
 
-/// The JavaScript plugin `plugins/testing/NAME/plugin.js`, built (or found up
-/// to date) by `scripts/build-plugins.sh NAME` into `target/plugins/NAME.wasm`.
-pub fn js_plugin(name: &str) -> Result<String> {
+/// The JavaScript, Python or C plugin `plugins/testing/NAME`, built (or
+/// found up to date) by `scripts/build-plugins.sh NAME` into
+/// `target/plugins/NAME.wasm`.
+pub fn built_plugin(name: &str) -> Result<String> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let st = std::process::Command::new(root.join("scripts/build-plugins.sh"))
         .arg(name)
@@ -183,7 +184,7 @@ pub fn js_plugin(name: &str) -> Result<String> {
         .context("running scripts/build-plugins.sh")?;
     anyhow::ensure!(
         st.success(),
-        "scripts/build-plugins.sh {name} failed ({st}); `make plugins` sets up the JavaScript toolchain"
+        "scripts/build-plugins.sh {name} failed ({st}); `make plugins` sets up the JavaScript and Python toolchains"
     );
     let p = root.join("target/plugins").join(format!("{name}.wasm"));
     anyhow::ensure!(p.exists(), "{} was not built", p.display());

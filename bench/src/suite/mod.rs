@@ -110,7 +110,7 @@ pub fn rust_plugin(name: &str) -> Result<HandlerKind> {
 /// The JavaScript plugin `name` (under `plugins/testing/`) as a handler.
 pub fn js_plugin(name: &str) -> Result<HandlerKind> {
     Ok(HandlerKind::Wasm {
-        path: wasm::js_plugin(name)?,
+        path: wasm::built_plugin(name)?,
         config: "{}".into(),
         timeout_ms: 1000,
     })
