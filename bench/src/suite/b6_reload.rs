@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::{handler, ours, spawn, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
