@@ -1,6 +1,8 @@
 //! Embeds the files `wasm-informer new` writes into a plugin project: the
-//! project templates (`templates/`), the WIT package (`wit/world.wit`) and the
-//! sources of the SDKs (`sdk/rust/src`, `sdk/js/src`, `sdk/python/wasm_informer`).
+//! project templates (`templates/`), the WIT package (`wit/world.wit`), the
+//! sources of the SDKs (`sdk/rust/src`, `sdk/js/src` and its build script,
+//! `sdk/python/wasm_informer`, `sdk/c`) and the SDKs' template plugins, which
+//! are the sources of the JavaScript, Python and C projects.
 //!
 //! Invariant: the binary carries exactly the bytes of those files at build
 //! time, listed under their paths relative to the repository root in sorted
@@ -16,7 +18,19 @@ const ROOTS: &[&str] = &[
     "wit/world.wit",
     "sdk/rust/src",
     "sdk/js/src",
+    "sdk/js/build.mjs",
     "sdk/python/wasm_informer",
+    "sdk/c/wasm_informer.c",
+    "sdk/c/wasm_informer.h",
+    "sdk/c/wi_json.c",
+    "sdk/c/wi_json.h",
+    // The plugin sources of the JavaScript, Python and C projects.
+    "sdk/js/template/plugin.js",
+    "sdk/js/template-controller/plugin.js",
+    "sdk/python/template/app.py",
+    "sdk/python/template-controller/app.py",
+    "sdk/c/template/plugin.c",
+    "sdk/c/template-controller/plugin.c",
 ];
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -22,14 +22,26 @@ use wasm_informer::metrics::{MetricsServer, Observe};
 use wasm_informer::sim::EmbeddedSim;
 use wasm_informer_runtime::{check_file, EngineConfig, PluginEngine, PluginLimits};
 
-fn init_tracing(default: &str) {
+/// The log goes to stderr, coloured only when stderr is a terminal that no
+/// live view takes over (the view sends the log to a file, which must stay
+/// plain text).
+fn init_tracing(default: &str, ansi: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{default},notify=warn")));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(ansi)
         .init();
+}
+
+/// The `--status` of a command that may show the live view.
+fn status_of(command: &Command) -> Option<StatusMode> {
+    match command {
+        Command::Run(a) => Some(a.status),
+        Command::Dev(a) => Some(a.status),
+        _ => None,
+    }
 }
 
 /// mimalloc rather than glibc's malloc: a cache whose objects are replaced at
@@ -378,7 +390,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Commands whose output is the point print only warnings and errors.
     let quiet = matches!(cli.command, Command::New(_) | Command::Test(_));
-    init_tracing(if quiet { "warn" } else { "info" });
+    let ansi = wasm_informer::commands::live::log_colours(
+        status_of(&cli.command),
+        std::io::stdout().is_terminal(),
+        std::io::stderr().is_terminal(),
+    );
+    init_tracing(if quiet { "warn" } else { "info" }, ansi);
     let result = match cli.command {
         Command::Check(a) => check(a).map(|report| print!("{report}")),
         Command::Rbac(a) => rbac(a).map(|yaml| print!("{yaml}")),

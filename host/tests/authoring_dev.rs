@@ -1,5 +1,5 @@
-//! `wasm-informer dev`: a test edits a plugin's source while `dev` runs and
-//! sees the new version's events (its changed log line, from the host's
+//! `wasm-informer dev`: a test edits a Rust and a JavaScript plugin's source
+//! while `dev` runs and sees the new version's events (its changed log line, from the host's
 //! stderr), a build error leaves the running version serving, and the
 //! closing line gives the save-to-first-event times.
 
@@ -66,6 +66,53 @@ fn dev_rebuilds_a_rust_plugin_on_save_and_the_new_version_takes_events() {
         &["plugin=dev-loop", "pods seen in"],
         Duration::from_secs(60),
     );
+
+    dev.terminate();
+    let status = dev.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{status}");
+    let log = dev.log().join("\n");
+    assert!(log.contains("dev: save to first event: "), "{log}");
+}
+
+/// The same loop for JavaScript: `npm run build` on save (componentize-js
+/// embeds the engine again), and the host recompiles the 12 MB component,
+/// most of it from the incremental compilation cache.
+#[test]
+fn dev_rebuilds_a_js_plugin_on_save_and_the_new_version_takes_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["new", "--lang", "js", "dev-js"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dir = tmp.path().join("dev-js");
+    let cache = repo_root().join("target/wasm-cache");
+    let mut dev = HostProc::spawn_in(
+        &dir,
+        &[
+            "dev",
+            "plugin.toml",
+            "--status",
+            "never",
+            "--duration",
+            "600",
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    // The first build runs `npm ci` and compiles the component cold.
+    dev.wait_line(&["dev: dev-js version 1 running"], LONG * 2);
+    dev.wait_line(&["plugin=dev-js", "pods in"], LONG);
+
+    edit(&dir.join("plugin.js"), "pods in ${ns}", "pods seen in ${ns}");
+    dev.wait_line(
+        &["dev: dev-js version 2: first event", "after the save"],
+        LONG,
+    );
+    dev.wait_line(&["plugin=dev-js", "pods seen in"], LONG);
 
     dev.terminate();
     let status = dev.wait_exit(Duration::from_secs(60));

@@ -39,8 +39,8 @@ fn run(dir: &Path, program: &str, args: &[&str], env_remove: &[&str]) -> String 
 }
 
 /// `new` into a fresh directory outside the repository.
-fn new_project(tmp: &Path, lang: &str, name: &str) -> PathBuf {
-    let out = run(tmp, BIN, &["new", "--lang", lang, name], &[]);
+fn new_project(tmp: &Path, lang: &str, world: &str, name: &str) -> PathBuf {
+    let out = run(tmp, BIN, &["new", "--lang", lang, "--world", world, name], &[]);
     assert!(out.contains("created"), "{out}");
     let dir = tmp.join(name);
     assert!(
@@ -87,14 +87,14 @@ fn test_with_fixture(dir: &Path) -> serde_json::Value {
 }
 
 /// Loads the project's manifest into `run --sim` from a config directory
-/// and waits for the plugin's own log lines about events.
+/// and waits for the plugin's own log lines about events (or reconciles).
 fn loads_into_run_sim(dir: &Path, name: &str, log_needle: &str) {
     let cfg = tempfile::tempdir().unwrap();
     std::fs::create_dir(cfg.path().join("plugins")).unwrap();
     std::fs::write(
         cfg.path().join("host.toml"),
         format!(
-            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n[sim]\npods = 30\nnamespaces = 2\nchurn_per_second = 5\n",
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n[sim]\npods = 30\nnamespaces = 2\nchurn_per_second = 5\ndeployments = 10\n",
             repo_root().join("target/wasm-cache").display()
         ),
     )
@@ -119,29 +119,109 @@ fn loads_into_run_sim(dir: &Path, name: &str, log_needle: &str) {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let p = &r["plugins"][name];
-    assert!(p["delivered"]["added"].as_u64().unwrap() > 0, "{p}");
     assert_eq!(p["traps"], 0, "{p}");
+    if parsed.contains_key("for") {
+        let ok = p["controller"]["reconciles"]["ok"].as_u64().unwrap_or(0);
+        assert!(ok > 0, "no reconcile ended ok: {p}");
+    } else {
+        assert!(p["delivered"]["added"].as_u64().unwrap() > 0, "{p}");
+    }
 }
 
-#[test]
-fn rust_template_builds_tests_and_runs_outside_the_repository() {
+/// What one world's fixture must show, in every language: the writes its
+/// expected output counts, and the log line `run --sim` waits for.
+fn world_facts(world: &str) -> (u64, &'static str) {
+    match world {
+        "event-handler" => (2, "pods in"),
+        "controller" => (2, "labelled"),
+        other => panic!("no world {other}"),
+    }
+}
+
+/// `new`, the project's build command, `test` with its fixture, `run --sim`.
+fn first_steps(lang: &str, world: &str, build: &dyn Fn(&Path)) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = new_project(tmp.path(), "rust", "first-plugin");
+    let name = format!("first-{lang}-{world}");
+    let dir = new_project(tmp.path(), lang, world, &name);
+    build(&dir);
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(dir.join("plugin.toml")).unwrap()).unwrap();
+    let wasm = dir.join(manifest["wasm"].as_str().unwrap());
+    assert!(wasm.is_file(), "the build wrote no {}", wasm.display());
+    let out = test_with_fixture(&dir);
+    assert_eq!(out["plugin"], name.as_str());
+    let (writes, needle) = world_facts(world);
+    assert_eq!(out["summary"]["writes"], writes, "{out}");
+    assert_eq!(out["dry_run"], true, "{out}");
+    loads_into_run_sim(&dir, &name, needle);
+}
+
+fn rust_build(dir: &Path) {
     // The build output lives outside the temporary directory so that a
     // second run compiles only the plugin; the path the manifest names
     // (target/wasm32-wasip2/release/...) resolves through the link.
     std::os::unix::fs::symlink(shared_build_dir("rust-target"), dir.join("target")).unwrap();
     run(
-        &dir,
+        dir,
         "cargo",
         &["build", "--release", "--quiet"],
         &["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"],
     );
-    assert!(dir
-        .join("target/wasm32-wasip2/release/first_plugin.wasm")
-        .is_file());
-    let out = test_with_fixture(&dir);
-    assert_eq!(out["plugin"], "first-plugin");
-    assert_eq!(out["summary"]["writes"], 2, "{out}");
-    loads_into_run_sim(&dir, "first-plugin", "pods in");
+}
+
+fn js_build(dir: &Path) {
+    // The first build installs componentize-js with `npm ci` itself.
+    let out = run(dir, "npm", &["run", "build"], &[]);
+    assert!(out.contains("installing componentize-js"), "{out}");
+}
+
+fn python_build(dir: &Path) {
+    // The first build makes its own virtual environment; one shared by the
+    // runs of this test (a link, as for Rust) keeps a second run short.
+    std::os::unix::fs::symlink(shared_build_dir("python-venv"), dir.join(".venv")).unwrap();
+    run(dir, "python3", &["build.py"], &[]);
+}
+
+fn c_build(dir: &Path) {
+    run(dir, "make", &[], &[]);
+}
+
+#[test]
+fn rust_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("rust", "event-handler", &rust_build);
+}
+
+#[test]
+fn rust_controller_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("rust", "controller", &rust_build);
+}
+
+#[test]
+fn js_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("js", "event-handler", &js_build);
+}
+
+#[test]
+fn js_controller_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("js", "controller", &js_build);
+}
+
+#[test]
+fn python_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("python", "event-handler", &python_build);
+}
+
+#[test]
+fn python_controller_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("python", "controller", &python_build);
+}
+
+#[test]
+fn c_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("c", "event-handler", &c_build);
+}
+
+#[test]
+fn c_controller_template_builds_tests_and_runs_outside_the_repository() {
+    first_steps("c", "controller", &c_build);
 }

@@ -2,8 +2,10 @@
 //! built by scripts/build-plugins.sh as js-template, python-template,
 //! c-template and js-/python-/c-controller-template, do what the plugin
 //! guides say:
-//! - the event-handler templates log one line per event with a cache count,
-//!   take a prefix from `[config]`, and refuse a bad config with a clear error;
+//! - the event-handler templates log one line per pod with a cache count,
+//!   give an unlabelled pod the `[config]` label by server-side apply and
+//!   record a Normal Event, leave a labelled one alone, fail the event when
+//!   the patch is refused, and refuse a bad config with a clear error;
 //! - the controller templates (world `controller`) label an unlabelled object
 //!   by a merge patch and record a Normal Event, leave a labelled one alone,
 //!   requeue when configured, treat a vanished object as done, retry on
@@ -17,64 +19,98 @@ use serde_json::json;
 const PODS: &str = "v1/pods";
 
 fn pods() -> Vec<Cached> {
-    ["a", "b"]
-        .iter()
-        .map(|n| {
-            cached(
-                PODS,
-                &json!({"metadata": {"namespace": "prod", "name": n, "resourceVersion": "1"}}),
-            )
-        })
-        .chain([cached(
+    let pod = |ns: &str, name: &str, labels: serde_json::Value| {
+        cached(
             PODS,
-            &json!({"metadata": {"namespace": "dev", "name": "c", "resourceVersion": "2"}}),
-        )])
-        .collect()
+            &json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"namespace": ns, "name": name, "uid": format!("uid-{name}"),
+                                 "resourceVersion": "1", "labels": labels}}),
+        )
+    };
+    vec![
+        pod("prod", "a", json!({"app": "x"})),
+        pod("prod", "b", json!({"team": "shop"})),
+        pod("dev", "c", json!({})),
+    ]
 }
 
-fn check_template(name: &str, bad_prefix_error: &str) {
+fn check_template(name: &str, bad_label_error: &str) {
     let engine = engine(Some(&test_cache_dir()));
     let (component, _) = load(&engine, &plugin_path(name));
     assert_eq!(world_of(&engine, &component), World::EventHandler);
     let objects = pods();
     let mut g = Guest::new(&engine, &component, objects.clone(), &[PODS]);
-    g.init(r#"{"prefix": "pod"}"#).expect("init");
+    g.init(r#"{"value": "platform"}"#).expect("init");
+    // Unlabelled: one server-side apply of just the label, one Event.
     g.on_event(&event(EventKind::Added, &objects[0], true))
+        .unwrap();
+    // Labelled: nothing written. Deleted: a log line only.
+    g.on_event(&event(EventKind::Updated, &objects[1], false))
         .unwrap();
     g.on_event(&event(EventKind::Deleted, &objects[2], false))
         .unwrap();
     assert_eq!(
         g.messages(),
         vec![
-            "pod kind=added resource=v1/pods key=prod/a namespace-objects=2",
-            "pod kind=deleted resource=v1/pods key=dev/c namespace-objects=1",
+            "added prod/a (2 pods in prod)",
+            "labelled prod/a team=platform",
+            "updated prod/b (2 pods in prod)",
+            "deleted dev/c",
         ],
         "{name}"
     );
+    let calls: Vec<_> = g
+        .kube_calls()
+        .iter()
+        .map(|c| json!([c.verb, c.resource, c.namespace, c.name, c.patch, c.body, c.force]))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![json!(["patch", PODS, "prod", "a", "apply",
+                    {"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "a", "namespace": "prod", "labels": {"team": "platform"}}},
+                    false])],
+        "{name}"
+    );
+    let p = &g.published();
+    assert_eq!(p.len(), 1, "{name}");
+    assert_eq!(
+        (p[0].type_.as_str(), p[0].reason.as_str(), p[0].action.as_str(), p[0].note.as_str()),
+        ("normal", "Labelled", "Label", "set team=platform"),
+        "{name}"
+    );
+    assert_eq!(p[0].regarding, reference_of(&objects[0]), "{name}");
+    // A refused patch is the handler's error, and records no Event.
+    g.answer_kube(Err(ApiError::Forbidden("no [[write]] grant".into())));
+    let e = g
+        .on_event(&event(EventKind::Added, &objects[0], false))
+        .unwrap_err();
+    assert!(e.contains("forbidden"), "{name}: {e}");
+    assert_eq!(g.published().len(), 1, "{name}");
     let mut g = Guest::new(&engine, &component, vec![], &[PODS]);
     assert_eq!(
-        g.init(r#"{"prefix": 3}"#).unwrap_err(),
-        bad_prefix_error,
+        g.init(r#"{"label": 3}"#).unwrap_err(),
+        bad_label_error,
         "{name}"
     );
 }
 
 #[test]
 fn js_template_works_as_documented() {
-    check_template("js-template", "config.prefix must be a string");
+    check_template("js-template", "config.label must be a string");
 }
 
 #[test]
 fn python_template_works_as_documented() {
     check_template(
         "python-template",
-        "ValueError: config.prefix must be a string",
+        "ValueError: config.label must be a string",
     );
 }
 
 #[test]
 fn c_template_works_as_documented() {
-    check_template("c-template", "config.prefix must be a string");
+    check_template("c-template", "config.label must be a string");
 }
 
 fn labelled(name: &str) -> Cached {

@@ -82,6 +82,9 @@ pub fn detect_lang(project: &Path) -> Option<Lang> {
 /// dependencies, generated bindings, version control.
 const IGNORED_DIRS: &[&str] = &[
     "target",
+    // The JavaScript, Python and C templates' build output.
+    "dist",
+    "build",
     "node_modules",
     ".venv",
     "venv",
@@ -567,6 +570,8 @@ mod tests {
         assert!(is_source_change(p, Path::new("/p/plugin.toml")));
         assert!(!is_source_change(p, Path::new("/p/target/release/x.wasm")));
         assert!(!is_source_change(p, Path::new("/p/node_modules/a/b.js")));
+        assert!(!is_source_change(p, Path::new("/p/build/src/app.py")));
+        assert!(!is_source_change(p, Path::new("/p/dist/p.wasm")));
         assert!(!is_source_change(p, Path::new("/p/src/.lib.rs.swp")));
         assert!(!is_source_change(p, Path::new("/p/src/lib.rs~")));
         assert!(!is_source_change(p, Path::new("/p/plugin.wasm")));

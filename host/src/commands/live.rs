@@ -116,6 +116,17 @@ fn read_tail(path: &Path) -> String {
     }
 }
 
+/// Whether the log may be coloured: only on a terminal, and not when a
+/// command (`status` is its `--status`) will show the live view, which moves
+/// the log into a file that must stay plain text.
+pub fn log_colours(status: Option<StatusMode>, stdout_tty: bool, stderr_tty: bool) -> bool {
+    let view = match status {
+        None | Some(StatusMode::Never) => false,
+        Some(StatusMode::Always) | Some(StatusMode::Auto) => stdout_tty,
+    };
+    stderr_tty && !view
+}
+
 /// Starts the view for `mode`. While the live view is up, the log goes to
 /// `PROJECT/.wasm-informer/dev.log` (`dev`), or with no project (`run`) to
 /// `TMPDIR/wasm-informer-PID/host.log`.
@@ -274,6 +285,28 @@ impl View {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_is_plain_text_whenever_the_live_view_takes_the_terminal() {
+        use StatusMode::{Always, Auto, Never};
+        // (status, stdout a terminal, stderr a terminal) -> colours
+        let cases = [
+            (None, true, true, true),
+            (None, true, false, false),
+            (Some(Auto), true, true, false),
+            (Some(Always), true, true, false),
+            (Some(Never), true, true, true),
+            (Some(Auto), false, true, true),
+            (Some(Auto), false, false, false),
+        ];
+        for (status, out, err, colours) in cases {
+            assert_eq!(
+                log_colours(status, out, err),
+                colours,
+                "{status:?} stdout tty {out} stderr tty {err}"
+            );
+        }
+    }
 
     #[test]
     fn the_pane_follows_the_selected_plugin_without_colors() {

@@ -2,13 +2,27 @@
 //! anywhere on disk, that builds with one command and no checkout of this
 //! repository.
 //!
-//! Job: write the template `templates/LANG/WORLD` into the directory `NAME`
-//! (placeholders replaced), and beside it the SDK and the WIT package this
-//! binary was built with (see [`vendor`]): a Rust project depends on its SDK
-//! by a path dependency on `vendor/wasm-informer-sdk`; JavaScript and Python
-//! projects import their SDK module from `vendor/` and fetch only the pinned
-//! componentize tool from their registry; C generates its bindings from
-//! `wit/`.
+//! Job: write a project into the directory `NAME`, layered from the
+//! templates this binary carries (placeholders replaced; a later layer's
+//! file replaces an earlier one's):
+//!
+//! 1. `templates/common/WORLD/`: the manifest and the `wasm-informer test`
+//!    fixtures, the same for every language (the four languages' plugins of
+//!    one world do the same thing, so one expected output checks them all);
+//! 2. `templates/LANG/common/`: the build files;
+//! 3. `templates/LANG/WORLD/`: the Rust source; for JavaScript, Python and C
+//!    the source is the SDK's own template plugin (`sdk/LANG/template*/`,
+//!    the one the SDK's tests run), with its import of the SDK pointed at
+//!    the vendored copy;
+//! 4. `README.md`: `templates/common/README.md` with the language's part
+//!    (`templates/LANG/README.md`) and the world's `ABOUT.md` inserted;
+//!
+//! and beside it the SDK and the WIT package this binary was built with (see
+//! [`vendor`]): a Rust project depends on its SDK by a path dependency on
+//! `vendor/wasm-informer-sdk`; JavaScript and Python projects import their
+//! SDK module from `vendor/` and fetch only the pinned componentize tool from
+//! their registry on the first build; C compiles the vendored SDK and
+//! generates its bindings from `wit/`.
 //!
 //! Invariants: nothing is written unless the target directory is new or
 //! empty, and every file is written (or none is left half-written: a failure
@@ -47,6 +61,16 @@ impl Lang {
         }
     }
 
+    /// The language's name in prose.
+    pub fn title(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Js => "JavaScript",
+            Lang::Python => "Python",
+            Lang::C => "C",
+        }
+    }
+
     /// The one command that builds a project of this language, run in its
     /// directory.
     pub fn build_command(self) -> &'static [&'static str] {
@@ -55,6 +79,39 @@ impl Lang {
             Lang::Js => &["npm", "run", "build"],
             Lang::Python => &["python3", "build.py"],
             Lang::C => &["make"],
+        }
+    }
+
+    /// Where the build writes the component, relative to the project.
+    pub fn component(self, name: &str) -> String {
+        match self {
+            Lang::Rust => format!("target/wasm32-wasip2/release/{}.wasm", name.replace('-', "_")),
+            Lang::Js | Lang::Python | Lang::C => format!("dist/{name}.wasm"),
+        }
+    }
+
+    /// The plugin source file of a project, and the SDK template it comes
+    /// from (`None`: the project template holds it).
+    fn source(self, world: WorldArg) -> Option<(&'static str, String)> {
+        let dir = match world {
+            WorldArg::EventHandler => "template",
+            WorldArg::Controller => "template-controller",
+        };
+        let file = match self {
+            Lang::Rust => return None,
+            Lang::Js => "plugin.js",
+            Lang::Python => "app.py",
+            Lang::C => "plugin.c",
+        };
+        Some((file, format!("sdk/{}/{dir}/{file}", self.dir())))
+    }
+
+    /// Fuel, deadline and memory for one call of a plugin of this language:
+    /// an interpreter's call costs more and its heap starts larger.
+    fn limits(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Lang::Rust | Lang::C => ("50_000_000", "1000", "32"),
+            Lang::Js | Lang::Python => ("200_000_000", "2000", "64"),
         }
     }
 }
@@ -110,14 +167,30 @@ struct Vars {
     krate: String,
     version: &'static str,
     world: &'static str,
+    lang: Lang,
+    /// What the plugin does (`templates/common/WORLD/ABOUT.md`).
+    about: String,
+    /// The README's part about the language: its files, its build and its
+    /// SDK (`templates/LANG/README.md`).
+    lang_readme: String,
 }
 
 impl Vars {
     fn apply(&self, text: &str) -> String {
-        text.replace("{{name}}", &self.name)
+        let (fuel, timeout, memory) = self.lang.limits();
+        // The inserted parts first: they hold placeholders of their own.
+        text.replace("{{about}}", self.about.trim_end())
+            .replace("{{lang_readme}}", self.lang_readme.trim_end())
+            .replace("{{name}}", &self.name)
             .replace("{{crate}}", &self.krate)
             .replace("{{version}}", self.version)
             .replace("{{world}}", self.world)
+            .replace("{{lang}}", self.lang.title())
+            .replace("{{build}}", &self.lang.build_command().join(" "))
+            .replace("{{wasm}}", &self.lang.component(&self.name))
+            .replace("{{fuel}}", fuel)
+            .replace("{{timeout_ms}}", timeout)
+            .replace("{{memory_mb}}", memory)
     }
 }
 
@@ -171,6 +244,10 @@ pub fn vendor(lang: Lang, vars_version: &str) -> Result<Vec<ProjectFile>, Failur
             for (rel, bytes) in embedded::under("sdk/js/src") {
                 out.push((format!("vendor/wasm-informer/{rel}"), bytes.to_vec()));
             }
+            out.push((
+                "vendor/wasm-informer/build.mjs".to_string(),
+                embedded_file("sdk/js/build.mjs")?.to_vec(),
+            ));
             out.push(("wit/world.wit".to_string(), wit.to_vec()));
         }
         Lang::Python => {
@@ -179,39 +256,107 @@ pub fn vendor(lang: Lang, vars_version: &str) -> Result<Vec<ProjectFile>, Failur
             }
             out.push(("wit/world.wit".to_string(), wit.to_vec()));
         }
-        Lang::C => out.push(("wit/world.wit".to_string(), wit.to_vec())),
+        Lang::C => {
+            for f in ["wasm_informer.c", "wasm_informer.h", "wi_json.c", "wi_json.h"] {
+                out.push((
+                    format!("vendor/wasm-informer/{f}"),
+                    embedded_file(&format!("sdk/c/{f}"))?.to_vec(),
+                ));
+            }
+            out.push(("wit/world.wit".to_string(), wit.to_vec()));
+        }
     }
     Ok(out)
 }
 
-/// The project's files: the template with its placeholders replaced, and the
-/// vendored SDK and WIT.
+fn text_of(path: &str) -> Result<String, Failure> {
+    Ok(String::from_utf8_lossy(embedded_file(path)?).into_owned())
+}
+
+fn embedded_file(path: &str) -> Result<&'static [u8], Failure> {
+    embedded::file(path).ok_or_else(|| Failure::runtime(format!("this binary carries no {path}")))
+}
+
+/// The SDK's template plugin `path` as the project's source: its import of
+/// the SDK points at `vendor/`, and its build line names the project's build
+/// command.
+fn project_source(lang: Lang, path: &str) -> Result<Vec<u8>, Failure> {
+    let text = text_of(path)?;
+    let text = match lang {
+        Lang::Js => {
+            let from = "from '../src/informer.js'";
+            if !text.contains(from) {
+                return Err(Failure::runtime(format!(
+                    "the embedded {path} no longer imports the SDK {from}"
+                )));
+            }
+            text.replace(from, "from './vendor/wasm-informer/informer.js'")
+        }
+        _ => text,
+    };
+    let build = lang.build_command().join(" ");
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        match line.find("Build:") {
+            Some(at) => out.push_str(&format!("{}Build: {build}", &line[..at])),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    Ok(out.into_bytes())
+}
+
+/// The project's files: the template layers with their placeholders
+/// replaced, the plugin source, and the vendored SDK and WIT.
 pub fn render(lang: Lang, world: WorldArg, name: &str) -> Result<Vec<ProjectFile>, Failure> {
     check_plugin_name(name).map_err(Failure::input)?;
+    let common = format!("templates/common/{}", world.as_str());
     let vars = Vars {
         name: name.to_string(),
         krate: name.replace('-', "_"),
         version: env!("CARGO_PKG_VERSION"),
         world: world.as_str(),
+        lang,
+        about: text_of(&format!("{common}/ABOUT.md"))?,
+        lang_readme: text_of(&format!("templates/{}/README.md", lang.dir()))?,
     };
-    let dir = format!("templates/{}/{}", lang.dir(), world.as_str());
-    let template = embedded::under(&dir);
-    if template.is_empty() {
+    let layers = [
+        common,
+        format!("templates/{}/common", lang.dir()),
+        format!("templates/{}/{}", lang.dir(), world.as_str()),
+    ];
+    let mut files = std::collections::BTreeMap::new();
+    for layer in &layers {
+        for (rel, bytes) in embedded::under(layer) {
+            if rel == "ABOUT.md" {
+                continue;
+            }
+            let bytes = match std::str::from_utf8(bytes) {
+                Ok(text) => vars.apply(text).into_bytes(),
+                Err(_) => bytes.to_vec(),
+            };
+            files.insert(vars.apply(rel), bytes);
+        }
+    }
+    files.insert(
+        "README.md".to_string(),
+        vars.apply(&text_of("templates/common/README.md")?)
+            .into_bytes(),
+    );
+    if let Some((file, from)) = lang.source(world) {
+        files.insert(file.to_string(), project_source(lang, &from)?);
+    }
+    let has_source = files.keys().any(|p| {
+        p == "src/lib.rs" || p == "plugin.js" || p == "app.py" || p == "plugin.c"
+    });
+    if !has_source {
         return Err(Failure::input(format!(
             "no template for --lang {} --world {} in this build",
             lang.dir(),
             world.as_str()
         )));
     }
-    let mut out = Vec::new();
-    for (rel, bytes) in template {
-        let path = vars.apply(rel);
-        let bytes = match std::str::from_utf8(bytes) {
-            Ok(text) => vars.apply(text).into_bytes(),
-            Err(_) => bytes.to_vec(),
-        };
-        out.push((path, bytes));
-    }
+    let mut out: Vec<ProjectFile> = files.into_iter().collect();
     out.extend(vendor(lang, vars.version)?);
     out.sort();
     Ok(out)
@@ -278,7 +423,7 @@ pub fn run(args: NewArgs) -> Result<String, Failure> {
         "created {} plugin {} ({}) in {dir}\n\n  cd {dir}\n  {build}\n  \
          wasm-informer test plugin.toml --objects fixtures/objects.yaml --events fixtures/events.yaml --expect fixtures/expected.json\n  \
          wasm-informer dev plugin.toml\n\nSee {dir}/README.md.\n",
-        args.lang.dir(),
+        args.lang.title(),
         c.name,
         args.world.as_str(),
     ))
@@ -312,6 +457,74 @@ mod tests {
         assert!(!files
             .iter()
             .any(|(_, b)| String::from_utf8_lossy(b).contains("{{")));
+    }
+
+    #[test]
+    fn every_language_and_world_renders_a_complete_project() {
+        for lang in [Lang::Rust, Lang::Js, Lang::Python, Lang::C] {
+            for world in [WorldArg::EventHandler, WorldArg::Controller] {
+                let what = format!("{} {}", lang.dir(), world.as_str());
+                let files = render(lang, world, "my-plugin").unwrap();
+                let get = |p: &str| {
+                    files
+                        .iter()
+                        .find(|(q, _)| q == p)
+                        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+                        .unwrap_or_else(|| panic!("{what}: {p} missing"))
+                };
+                let manifest: toml::Table = toml::from_str(&get("plugin.toml")).unwrap();
+                assert_eq!(
+                    manifest["wasm"].as_str(),
+                    Some(lang.component("my-plugin").as_str()),
+                    "{what}"
+                );
+                assert_eq!(
+                    manifest.contains_key("for"),
+                    world == WorldArg::Controller,
+                    "{what}"
+                );
+                let expected: serde_json::Value =
+                    serde_json::from_str(&get("fixtures/expected.json")).unwrap();
+                assert_eq!(expected["plugin"], "my-plugin", "{what}");
+                assert!(
+                    expected["world"].as_str().unwrap().contains(world.as_str()),
+                    "{what}"
+                );
+                let readme = get("README.md");
+                assert!(readme.contains(&lang.build_command().join(" ")), "{what}");
+                assert!(readme.contains(&format!("world `{}`", world.as_str())), "{what}");
+                for (p, b) in &files {
+                    let text = String::from_utf8_lossy(b);
+                    assert!(!text.contains("{{"), "{what}: {p} keeps a placeholder");
+                    assert!(
+                        p.starts_with("vendor/") || !text.contains("scripts/build-plugins.sh"),
+                        "{what}: {p} names the repository's build"
+                    );
+                }
+                let source = match lang {
+                    Lang::Rust => get("src/lib.rs"),
+                    Lang::Js => {
+                        get("vendor/wasm-informer/build.mjs");
+                        get("plugin.js")
+                    }
+                    Lang::Python => get("app.py"),
+                    Lang::C => {
+                        get("vendor/wasm-informer/wasm_informer.c");
+                        get("plugin.c")
+                    }
+                };
+                if lang == Lang::Js {
+                    assert!(
+                        source.contains("from './vendor/wasm-informer/informer.js'"),
+                        "{what}"
+                    );
+                }
+                if lang != Lang::Rust {
+                    let build = format!("Build: {}", lang.build_command().join(" "));
+                    assert!(source.contains(&build), "{what}: {source}");
+                }
+            }
+        }
     }
 
     #[test]

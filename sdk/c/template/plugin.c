@@ -1,25 +1,74 @@
 /*
- * Template wasm-informer plugin in C: logs one line per event and the number
- * of cached objects in the event's namespace.
+ * Template wasm-informer plugin in C, world event-handler.
  *
- * Build: scripts/build-plugins.sh (it generates plugin.h with wit-bindgen and
- * compiles this file with sdk/c/wasm_informer.c and sdk/c/wi_json.c).
+ * For every pod it is told about, it logs one line with the number of pods
+ * cached in the pod's namespace, and it gives a pod that lacks the label
+ * `[config] label` (default `team`) that label, with the value
+ * `[config] value` (default `unassigned`), by server-side apply, then records
+ * a Normal Event `Labelled` about the pod. The manifest must grant
+ * `[[write]] resource = "v1/pods" verbs = ["patch"]` and `events = true`.
+ *
+ * Build: scripts/build-plugins.sh (wit-bindgen, then clang with the SDK in sdk/c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "wasm_informer.h"
 
-static char *prefix;
+static char *label;
+static char *value;
+
+static char *setting(const char *config, const char *field, const char *fallback, bool *ok) {
+    const char *v = wi_json_member(config, field);
+    if (!v) return wi_sprintf("%s", fallback);
+    char *s = wi_json_string_dup(v);
+    if (!s || !*s) *ok = false;
+    return s;
+}
 
 bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_string_t *err) {
     char *json = wi_take(config); /* the manifest's [config] table as JSON */
-    const char *p = wi_json_member(json, "prefix");
-    free(prefix);
-    prefix = p ? wi_json_string_dup(p) : wi_sprintf("event");
+    bool ok = true;
+    free(label);
+    free(value);
+    label = setting(json, "label", "team", &ok);
+    if (!ok) {
+        free(json);
+        return wi_fail(err, "config.label must be a string");
+    }
+    value = setting(json, "value", "unassigned", &ok);
     free(json);
-    if (!prefix) return wi_fail(err, "config.prefix must be a string");
+    if (!ok) return wi_fail(err, "config.value must be a string");
     return true;
+}
+
+/* Gives `pod` the label by server-side apply and records the Event. */
+static bool label_pod(wi_object_t pod, const char *ns, const char *name, const char *key, plugin_string_t *err) {
+    wi_buf_t intent = {0};
+    wi_buf_puts(&intent, "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":");
+    wi_buf_json_string(&intent, name);
+    wi_buf_puts(&intent, ",\"namespace\":");
+    wi_buf_json_string(&intent, ns);
+    wi_buf_puts(&intent, ",\"labels\":{");
+    wi_buf_json_string(&intent, label);
+    wi_buf_puts(&intent, ":");
+    wi_buf_json_string(&intent, value);
+    wi_buf_puts(&intent, "}}}");
+    wi_error_t e = {0};
+    bool ok = wi_kube_patch("v1/pods", ns, name, WI_PATCH_APPLY, wi_buf_str(&intent), false, NULL, &e);
+    wi_buf_free(&intent);
+    if (ok) {
+        char *note = wi_sprintf("set %s=%s", label, value);
+        ok = wi_event_normal(pod, "Labelled", "Label", note, &e);
+        free(note);
+    }
+    if (ok) {
+        wi_info("labelled %s %s=%s", key, label, value);
+    } else {
+        wi_fail(err, "%s", e.message);
+    }
+    wi_error_free(&e);
+    return ok;
 }
 
 /*
@@ -28,30 +77,33 @@ bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_s
  */
 bool exports_wasm_informer_plugin_handler_on_event(exports_wasm_informer_plugin_handler_event_info_t *event,
                                                    plugin_string_t *err) {
-    wi_object_t object = event->object; /* a reference for this call; event->old_object is the old state */
     static const char *const kinds[] = {"added", "updated", "deleted", "synced"};
-    char *resource = wi_object_resource(object);
-    char *key = wi_object_key(object);
-    char *ns = wi_object_namespace(object);
-    size_t peers = 0;
+    const char *kind = kinds[event->kind & 3];
+    wi_object_t pod = event->object;
+    char *key = wi_object_key(pod);
     bool ok = true;
-    if (ns) {
+    if (strcmp(kind, "deleted") == 0) {
+        wi_info("deleted %s", key);
+    } else if (strcmp(kind, "synced") != 0) {
+        char *ns = wi_object_namespace(pod);
+        char *name = wi_object_name(pod);
+        const char *in = ns ? ns : "";
+        /* A query of the host's shared cache: no API call. */
         wi_objects_t list;
         wi_error_t e = {0};
-        if (wi_cache_list(resource, ns, NULL, &list, &e)) {
-            peers = list.len;
+        if (wi_cache_list("v1/pods", in, NULL, &list, &e)) {
+            wi_info("%s %s (%zu pods in %s)", kind, key, list.len, in);
             wi_objects_free(&list);
+            char *have = wi_object_label(pod, label);
+            if (!have && !wi_object_is_deleting(pod)) ok = label_pod(pod, in, name, key, err);
+            free(have);
         } else {
             ok = wi_fail(err, "%s", e.message);
-            wi_error_free(&e);
         }
+        wi_error_free(&e);
+        free(ns);
+        free(name);
     }
-    if (ok) {
-        wi_info("%s kind=%s resource=%s key=%s namespace-objects=%zu", prefix, kinds[event->kind & 3], resource, key,
-                peers);
-    }
-    free(resource);
     free(key);
-    free(ns);
     return ok;
 }

@@ -1,26 +1,52 @@
-// Template wasm-informer plugin in JavaScript: logs one line per event and the
-// number of cached objects in the event's namespace.
+// Template wasm-informer plugin in JavaScript, world event-handler.
+//
+// For every pod it is told about, it logs one line with the number of pods
+// cached in the pod's namespace, and it gives a pod that lacks the label
+// `[config] label` (default `team`) that label, with the value
+// `[config] value` (default `unassigned`), by server-side apply, then records a
+// Normal Event `Labelled` about the pod. The manifest must grant
+// `[[write]] resource = "v1/pods" verbs = ["patch"]` and `events = true`.
 //
 // Build:  scripts/build-plugins.sh   (or: node sdk/js/build.mjs sdk/js/template/plugin.js out.wasm)
-import { definePlugin, cache, info } from '../src/informer.js';
+import { definePlugin, cache, kube, events, Patch, info } from '../src/informer.js';
 
-let prefix = 'event';
+const settings = { label: 'team', value: 'unassigned' };
 
-function report(event) {
-  const o = event.object; // a KubeObject: each getter reads one field from the host
-  const ns = o.namespace;
-  const peers = ns ? cache.list(o.resource, { namespace: ns }).length : 0;
-  info(`${prefix} kind=${event.kind} resource=${o.resource} key=${o.key} namespace-objects=${peers}`);
+function string(config, field) {
+  const v = config[field];
+  if (v === undefined) return settings[field];
+  if (typeof v !== 'string' || v === '') throw new Error(`config.${field} must be a string`);
+  return v;
+}
+
+function check(event) {
+  const pod = event.object; // a KubeObject: each getter reads one field from the host
+  const ns = pod.namespace ?? '';
+  // A query of the host's shared cache: no API call.
+  const peers = cache.list('v1/pods', { namespace: ns }).length;
+  info(`${event.kind} ${event.key} (${peers} pods in ${ns})`);
+  const { label, value } = settings;
+  if (pod.label(label) != null || pod.deletionTimestamp != null) return;
+  // Server-side apply of just the label, owned by `wasm-informer/PLUGIN`.
+  const intent = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: pod.name, namespace: ns, labels: { [label]: value } },
+  };
+  kube.patch('v1/pods', ns, pod.name, Patch.apply(intent));
+  events.normal(pod, 'Labelled', 'Label', `set ${label}=${value}`);
+  info(`labelled ${event.key} ${label}=${value}`);
 }
 
 export const handler = definePlugin({
   // `config` is the manifest's [config] table, already parsed.
   init(config) {
-    if (config.prefix !== undefined) {
-      if (typeof config.prefix !== 'string') throw new Error('config.prefix must be a string');
-      prefix = config.prefix;
-    }
+    settings.label = string(config, 'label');
+    settings.value = string(config, 'value');
   },
-  // One method per event kind (onAdd, onUpdate, onDelete, onSync), or onEvent for all.
-  onEvent: report,
+  onAdd: check,
+  onUpdate: check,
+  onDelete(event) {
+    info(`deleted ${event.key}`);
+  },
 });

@@ -1,5 +1,11 @@
-"""Template wasm-informer plugin in Python: logs one line per event and the
-number of cached objects in the event's namespace.
+"""Template wasm-informer plugin in Python, world event-handler.
+
+For every pod it is told about, it logs one line with the number of pods
+cached in the pod's namespace, and it gives a pod that lacks the label
+``[config] label`` (default ``team``) that label, with the value
+``[config] value`` (default ``unassigned``), by server-side apply, then
+records a Normal Event ``Labelled`` about the pod. The manifest must grant
+``[[write]] resource = "v1/pods" verbs = ["patch"]`` and ``events = true``.
 
 Build: scripts/build-plugins.sh
 """
@@ -8,22 +14,48 @@ from typing import Any, Dict
 import wasm_informer as wi
 
 
-class State:
-    prefix = "event"
+class Settings:
+    label = "team"
+    value = "unassigned"
+
+
+def string(config: Dict[str, Any], field: str) -> str:
+    v = config.get(field, getattr(Settings, field))
+    if not isinstance(v, str) or not v:
+        raise ValueError(f"config.{field} must be a string")
+    return v
+
+
+def check(kind: str, event: wi.Event) -> None:
+    pod = event.object  # a KubeObject: each property reads one field from the host
+    ns = pod.namespace or ""
+    # A query of the host's shared cache: no API call.
+    peers = len(wi.cache.list("v1/pods", ns))
+    wi.info(f"{kind} {event.key} ({peers} pods in {ns})")
+    label, value = Settings.label, Settings.value
+    if pod.label(label) is not None or pod.deletion_timestamp is not None:
+        return
+    # Server-side apply of just the label, owned by `wasm-informer/PLUGIN`.
+    intent = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name, "namespace": ns, "labels": {label: value}},
+    }
+    wi.kube.patch("v1/pods", ns, pod.name, wi.Patch.apply(intent))
+    wi.events.normal(pod, "Labelled", "Label", f"set {label}={value}")
+    wi.info(f"labelled {event.key} {label}={value}")
 
 
 class Handler(wi.Plugin):
     def configure(self, config: Dict[str, Any]) -> None:
-        prefix = config.get("prefix", "event")
-        if not isinstance(prefix, str):
-            raise ValueError("config.prefix must be a string")
-        State.prefix = prefix
+        Settings.label = string(config, "label")
+        Settings.value = string(config, "value")
 
-    # One method per event kind (on_add, on_update, on_delete, on_sync), or
-    # handle() for every kind.
-    def handle(self, event: wi.Event) -> None:
-        o = event.object  # a KubeObject: each property reads one field from the host
-        ns = o.namespace
-        peers = len(wi.cache.by_index(o.resource, "namespace", ns)) if ns else 0
-        wi.info(f"{State.prefix} kind={event.kind.name.lower()} resource={o.resource} "
-                f"key={o.key} namespace-objects={peers}")
+    def on_add(self, event: wi.Event) -> None:
+        check("added", event)
+
+    def on_update(self, event: wi.Event) -> None:
+        check("updated", event)
+
+    def on_delete(self, event: wi.Event) -> None:
+        wi.info(f"deleted {event.key}")
