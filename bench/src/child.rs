@@ -13,9 +13,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 
 use crate::probe::{now_ns, HandlerProbe};
-use crate::spec::{
-    ChildReport, Command, FreshChange, FreshTiming, Side, SideFacts, SideSpec,
-};
+use crate::spec::{ChildReport, Command, FreshChange, FreshTiming, Side, SideFacts, SideSpec};
 use crate::{alloc, mem, ours, peer, raw};
 
 enum Running {

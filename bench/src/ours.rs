@@ -21,11 +21,11 @@ use kube_informer::cache_view::CacheView;
 use kube_informer::handler::{Delivery, Handled, Handler};
 use kube_informer::notification::NotificationRef;
 use kube_informer::reflector::StreamingList;
-use kube_informer::{HandlerOptions, Registration};
 use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
 use kube_informer::workqueue::{
     Outcome, RateLimiterConfig, Reconcile, StartGate, WorkQueue, WorkerOptions, Workers,
 };
+use kube_informer::{HandlerOptions, Registration};
 use kube_informer::{InformerConfig, InformerRegistry, SharedInformer};
 
 use crate::probe::{now_ns, parse_rv, HandlerProbe, Probe};

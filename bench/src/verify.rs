@@ -13,7 +13,8 @@ use anyhow::{bail, Result};
 use apisim::RequestRecord;
 
 use crate::spec::{
-    HandlerKind, InitialList, ManagedFields, OursApi, PeerAttach, PeerFanout, Side, SideFacts, SideSpec,
+    HandlerKind, InitialList, ManagedFields, OursApi, PeerAttach, PeerFanout, Side, SideFacts,
+    SideSpec,
 };
 
 /// First lists the simulator served on `path`: (streaming lists, paged lists).

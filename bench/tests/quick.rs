@@ -43,7 +43,10 @@ const ROWS: &[(&str, &str)] = &[
     ("B9", "time between two patches at the server"),
     ("B9", "beside a plugin blocked on a hanging API server"),
     ("B9", "reference: the same neighbour alone"),
-    ("B10", "no-op Rust controller (workers = 1) vs Controller::new"),
+    (
+        "B10",
+        "no-op Rust controller (workers = 1) vs Controller::new",
+    ),
     ("B10", "workers = 2 vs Controller::new"),
     ("B10", "time to first reconcile of a fresh change"),
 ];

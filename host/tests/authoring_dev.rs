@@ -107,7 +107,11 @@ fn dev_rebuilds_a_js_plugin_on_save_and_the_new_version_takes_events() {
     dev.wait_line(&["dev: dev-js version 1 running"], LONG * 2);
     dev.wait_line(&["plugin=dev-js", "pods in"], LONG);
 
-    edit(&dir.join("plugin.js"), "pods in ${ns}", "pods seen in ${ns}");
+    edit(
+        &dir.join("plugin.js"),
+        "pods in ${ns}",
+        "pods seen in ${ns}",
+    );
     dev.wait_line(
         &["dev: dev-js version 2: first event", "after the save"],
         LONG,

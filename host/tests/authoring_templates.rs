@@ -40,7 +40,12 @@ fn run(dir: &Path, program: &str, args: &[&str], env_remove: &[&str]) -> String 
 
 /// `new` into a fresh directory outside the repository.
 fn new_project(tmp: &Path, lang: &str, world: &str, name: &str) -> PathBuf {
-    let out = run(tmp, BIN, &["new", "--lang", lang, "--world", world, name], &[]);
+    let out = run(
+        tmp,
+        BIN,
+        &["new", "--lang", lang, "--world", world, name],
+        &[],
+    );
     assert!(out.contains("created"), "{out}");
     let dir = tmp.join(name);
     assert!(
@@ -176,10 +181,11 @@ fn js_build(dir: &Path) {
 }
 
 fn python_build(dir: &Path) {
-    // The first build makes its own virtual environment; one shared by the
-    // runs of this test (a link, as for Rust) keeps a second run short.
-    std::os::unix::fs::symlink(shared_build_dir("python-venv"), dir.join(".venv")).unwrap();
-    run(dir, "python3", &["build.py"], &[]);
+    // The first build makes the project's own virtual environment and
+    // installs componentize-py into it (pip's cache keeps that short).
+    let out = run(dir, "python3", &["build.py"], &[]);
+    assert!(out.contains("installing componentize-py"), "{out}");
+    assert!(dir.join(".venv/bin/componentize-py").is_file());
 }
 
 fn c_build(dir: &Path) {

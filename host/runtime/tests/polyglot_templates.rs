@@ -62,7 +62,17 @@ fn check_template(name: &str, bad_label_error: &str) {
     let calls: Vec<_> = g
         .kube_calls()
         .iter()
-        .map(|c| json!([c.verb, c.resource, c.namespace, c.name, c.patch, c.body, c.force]))
+        .map(|c| {
+            json!([
+                c.verb,
+                c.resource,
+                c.namespace,
+                c.name,
+                c.patch,
+                c.body,
+                c.force
+            ])
+        })
         .collect();
     assert_eq!(
         calls,
@@ -75,7 +85,12 @@ fn check_template(name: &str, bad_label_error: &str) {
     let p = &g.published();
     assert_eq!(p.len(), 1, "{name}");
     assert_eq!(
-        (p[0].type_.as_str(), p[0].reason.as_str(), p[0].action.as_str(), p[0].note.as_str()),
+        (
+            p[0].type_.as_str(),
+            p[0].reason.as_str(),
+            p[0].action.as_str(),
+            p[0].note.as_str()
+        ),
         ("normal", "Labelled", "Label", "set team=platform"),
         "{name}"
     );

@@ -85,7 +85,10 @@ impl Lang {
     /// Where the build writes the component, relative to the project.
     pub fn component(self, name: &str) -> String {
         match self {
-            Lang::Rust => format!("target/wasm32-wasip2/release/{}.wasm", name.replace('-', "_")),
+            Lang::Rust => format!(
+                "target/wasm32-wasip2/release/{}.wasm",
+                name.replace('-', "_")
+            ),
             Lang::Js | Lang::Python | Lang::C => format!("dist/{name}.wasm"),
         }
     }
@@ -257,7 +260,12 @@ pub fn vendor(lang: Lang, vars_version: &str) -> Result<Vec<ProjectFile>, Failur
             out.push(("wit/world.wit".to_string(), wit.to_vec()));
         }
         Lang::C => {
-            for f in ["wasm_informer.c", "wasm_informer.h", "wi_json.c", "wi_json.h"] {
+            for f in [
+                "wasm_informer.c",
+                "wasm_informer.h",
+                "wi_json.c",
+                "wi_json.h",
+            ] {
                 out.push((
                     format!("vendor/wasm-informer/{f}"),
                     embedded_file(&format!("sdk/c/{f}"))?.to_vec(),
@@ -346,9 +354,9 @@ pub fn render(lang: Lang, world: WorldArg, name: &str) -> Result<Vec<ProjectFile
     if let Some((file, from)) = lang.source(world) {
         files.insert(file.to_string(), project_source(lang, &from)?);
     }
-    let has_source = files.keys().any(|p| {
-        p == "src/lib.rs" || p == "plugin.js" || p == "app.py" || p == "plugin.c"
-    });
+    let has_source = files
+        .keys()
+        .any(|p| p == "src/lib.rs" || p == "plugin.js" || p == "app.py" || p == "plugin.c");
     if !has_source {
         return Err(Failure::input(format!(
             "no template for --lang {} --world {} in this build",
@@ -492,7 +500,10 @@ mod tests {
                 );
                 let readme = get("README.md");
                 assert!(readme.contains(&lang.build_command().join(" ")), "{what}");
-                assert!(readme.contains(&format!("world `{}`", world.as_str())), "{what}");
+                assert!(
+                    readme.contains(&format!("world `{}`", world.as_str())),
+                    "{what}"
+                );
                 for (p, b) in &files {
                     let text = String::from_utf8_lossy(b);
                     assert!(!text.contains("{{"), "{what}: {p} keeps a placeholder");
