@@ -5,7 +5,7 @@
 
 mod host_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -19,35 +19,50 @@ fn edit(path: &Path, from: &str, to: &str) {
     std::fs::write(path, text.replacen(from, to, 1)).unwrap();
 }
 
-#[test]
-fn dev_rebuilds_a_rust_plugin_on_save_and_the_new_version_takes_events() {
-    let tmp = tempfile::tempdir().unwrap();
+/// `new --lang LANG NAME` in `tmp`; a Rust project's build output goes to a
+/// directory shared by the runs of these tests, so a second run compiles
+/// only the plugin.
+fn new_project(tmp: &Path, lang: &str, name: &str) -> PathBuf {
     let out = Command::new(BIN)
-        .args(["new", "--lang", "rust", "dev-loop"])
-        .current_dir(tmp.path())
+        .args(["new", "--lang", lang, name])
+        .current_dir(tmp)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let dir = tmp.path().join("dev-loop");
-    let shared = repo_root().join("target/authoring-templates/rust-target");
-    std::fs::create_dir_all(&shared).unwrap();
-    std::os::unix::fs::symlink(&shared, dir.join("target")).unwrap();
+    let dir = tmp.join(name);
+    if lang == "rust" {
+        let shared = repo_root().join("target/authoring-templates/rust-target");
+        std::fs::create_dir_all(&shared).unwrap();
+        std::os::unix::fs::symlink(&shared, dir.join("target")).unwrap();
+    }
+    dir
+}
+
+/// `dev plugin.toml` in `dir`, plain log lines, the tests' compilation cache.
+fn start_dev(dir: &Path, duration_secs: u32) -> HostProc {
     let cache = repo_root().join("target/wasm-cache");
-    let mut dev = HostProc::spawn_in(
-        &dir,
+    HostProc::spawn_in(
+        dir,
         &[
             "dev",
             "plugin.toml",
             "--status",
             "never",
             "--duration",
-            "300",
+            &duration_secs.to_string(),
             "--cache-dir",
             cache.to_str().unwrap(),
         ],
         &["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTFLAGS"],
         &[],
-    );
+    )
+}
+
+#[test]
+fn dev_rebuilds_a_rust_plugin_on_save_and_the_new_version_takes_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = new_project(tmp.path(), "rust", "dev-loop");
+    let mut dev = start_dev(&dir, 300);
     dev.wait_line(&["dev: dev-loop version 1 running"], LONG);
     dev.wait_line(&["plugin=dev-loop", "pods in"], LONG);
 
@@ -80,29 +95,8 @@ fn dev_rebuilds_a_rust_plugin_on_save_and_the_new_version_takes_events() {
 #[test]
 fn dev_rebuilds_a_js_plugin_on_save_and_the_new_version_takes_events() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["new", "--lang", "js", "dev-js"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let dir = tmp.path().join("dev-js");
-    let cache = repo_root().join("target/wasm-cache");
-    let mut dev = HostProc::spawn_in(
-        &dir,
-        &[
-            "dev",
-            "plugin.toml",
-            "--status",
-            "never",
-            "--duration",
-            "600",
-            "--cache-dir",
-            cache.to_str().unwrap(),
-        ],
-        &[],
-        &[],
-    );
+    let dir = new_project(tmp.path(), "js", "dev-js");
+    let mut dev = start_dev(&dir, 600);
     // The first build runs `npm ci` and compiles the component cold.
     dev.wait_line(&["dev: dev-js version 1 running"], LONG * 2);
     dev.wait_line(&["plugin=dev-js", "pods in"], LONG);
@@ -148,16 +142,7 @@ fn dev_in_a_terminal_shows_the_live_view_and_q_quits() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["new", "--lang", "rust", "dev-view"])
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let dir = tmp.path().join("dev-view");
-    let shared = repo_root().join("target/authoring-templates/rust-target");
-    std::fs::create_dir_all(&shared).unwrap();
-    std::os::unix::fs::symlink(&shared, dir.join("target")).unwrap();
+    let dir = new_project(tmp.path(), "rust", "dev-view");
     let cache = repo_root().join("target/wasm-cache");
     let done = tmp.path().join("exit");
     let stderr = tmp.path().join("stderr");

@@ -59,21 +59,7 @@ fn check_template(name: &str, bad_label_error: &str) {
         ],
         "{name}"
     );
-    let calls: Vec<_> = g
-        .kube_calls()
-        .iter()
-        .map(|c| {
-            json!([
-                c.verb,
-                c.resource,
-                c.namespace,
-                c.name,
-                c.patch,
-                c.body,
-                c.force
-            ])
-        })
-        .collect();
+    let calls = g.kube_call_summaries();
     assert_eq!(
         calls,
         vec![json!(["patch", PODS, "prod", "a", "apply",
@@ -160,21 +146,7 @@ fn check_controller_template(name: &str, bad_label_error: &str) {
         Ok(Action::Done),
         "{name}"
     );
-    let calls: Vec<_> = g
-        .kube_calls()
-        .iter()
-        .map(|c| {
-            json!([
-                c.verb,
-                c.resource,
-                c.namespace,
-                c.name,
-                c.patch,
-                c.body,
-                c.force
-            ])
-        })
-        .collect();
+    let calls = g.kube_call_summaries();
     assert_eq!(
         calls,
         vec![json!(["patch", PODS, "prod", "a", "merge",

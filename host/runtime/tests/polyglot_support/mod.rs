@@ -952,6 +952,25 @@ impl Guest {
         self.store.data_mut().logs.clear();
     }
 
+    /// Each `kube` call made so far as `[verb, resource, namespace, name,
+    /// patch, body, force]`, for comparing with what a plugin should send.
+    pub fn kube_call_summaries(&self) -> Vec<serde_json::Value> {
+        self.kube_calls()
+            .iter()
+            .map(|c| {
+                serde_json::json!([
+                    c.verb,
+                    c.resource,
+                    c.namespace,
+                    c.name,
+                    c.patch,
+                    c.body,
+                    c.force
+                ])
+            })
+            .collect()
+    }
+
     /// The `kube` calls made so far.
     pub fn kube_calls(&self) -> &[KubeCall] {
         &self.store.data().kube_calls
