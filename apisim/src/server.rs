@@ -444,9 +444,11 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
         }
         (Method::POST, None, None) => {
             let obj = parse_json(&body, "create", &t.rt)?;
-            let o = app
-                .store
-                .create_with(t.rid, ns.as_deref(), obj, &ctx.write_options()?)?;
+            let opts = ctx.write_options()?;
+            let o = app.store.create_with(t.rid, ns.as_deref(), obj, &opts)?;
+            if !opts.dry_run {
+                app.store.collect_if_orphaned(t.rid, &o);
+            }
             Ok(json_response(201, o.json.clone()))
         }
         (Method::DELETE, None, None) => {
@@ -640,6 +642,9 @@ fn patch_object(
             obj["metadata"]["name"] = json!(name);
             let nsopt = if t.rt.namespaced { Some(ns) } else { None };
             let o = app.store.create_with(t.rid, nsopt, obj, &opts)?;
+            if !opts.dry_run {
+                app.store.collect_if_orphaned(t.rid, &o);
+            }
             Ok(json_response(201, o.json.clone()))
         }
         Err(e) => Err(e),

@@ -749,6 +749,55 @@ async fn garbage_collection_follows_owner_references_for_every_policy() {
     sim.shutdown().await;
 }
 
+/// A writer that had not seen the owner's deletion creates a dependent of
+/// it: the collector deletes that dependent at once, as a real cluster's
+/// does. A reference to a kind this server does not serve (the workload's
+/// ReplicaSets) is never judged dangling.
+#[tokio::test]
+async fn garbage_collection_takes_a_dependent_created_after_its_owner_went() {
+    let sim = start(SimConfig::default()).await;
+    let c = client(&sim);
+    let deps: Api<Deployment> = Api::namespaced(c.clone(), "default");
+    let svcs: Api<Service> = Api::namespaced(c.clone(), "default");
+    let d: Deployment = serde_json::from_value(deployment("late")).unwrap();
+    let owner = deps.create(&PostParams::default(), &d).await.unwrap();
+    deps.delete("late", &DeleteParams::default()).await.unwrap();
+    let created = svcs
+        .create(
+            &PostParams::default(),
+            &owned_service("late-svc", &owner, false),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.name.as_deref(), Some("late-svc"));
+    assert!(
+        svcs.get_opt("late-svc").await.unwrap().is_none(),
+        "a dependent whose only owner is gone is collected"
+    );
+
+    // A live owner keeps it; an owner kind the server does not serve too.
+    let d: Deployment = serde_json::from_value(deployment("alive")).unwrap();
+    let alive = deps.create(&PostParams::default(), &d).await.unwrap();
+    svcs.create(
+        &PostParams::default(),
+        &owned_service("alive-svc", &alive, false),
+    )
+    .await
+    .unwrap();
+    assert!(svcs.get_opt("alive-svc").await.unwrap().is_some());
+    let unknown: Service = serde_json::from_value(json!({
+        "metadata": {"name": "rs-svc", "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc",
+            "uid": "no-such-uid", "controller": true
+        }]},
+        "spec": {"ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    svcs.create(&PostParams::default(), &unknown).await.unwrap();
+    assert!(svcs.get_opt("rs-svc").await.unwrap().is_some());
+    sim.shutdown().await;
+}
+
 #[tokio::test]
 async fn propagation_policy_in_the_query_and_bad_values() {
     let sim = start(SimConfig::default()).await;

@@ -195,8 +195,13 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let rate = |a: &str| s.map(a, |x| x.rate);
     let p99 = |a: &str| s.map(a, |x| x.p99_ms);
     let notes = |a: &str| {
-        let mut n: Vec<String> = s.of(a).iter().flat_map(|x| x.notes.clone()).collect();
-        n.dedup();
+        // Each distinct note once, in the order the rounds first gave it.
+        let mut n: Vec<String> = Vec::new();
+        for note in s.of(a).iter().flat_map(|x| x.notes.iter()) {
+            if !n.contains(note) {
+                n.push(note.clone());
+            }
+        }
         n.join("; ")
     };
     let cell = |a: &str| {
