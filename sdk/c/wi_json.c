@@ -211,6 +211,18 @@ char *wi_json_string_dup(const char *v) {
     return out;
 }
 
+char *wi_json_setting(const char *obj, const char *key, const char *fallback, bool *ok) {
+    const char *v = wi_json_member(obj, key);
+    if (!v) {
+        char *copy = strdup(fallback);
+        if (!copy) abort();
+        return copy;
+    }
+    char *s = wi_json_string_dup(v);
+    if (!s || !*s) *ok = false;
+    return s;
+}
+
 char *wi_json_value_dup(const char *v) {
     if (!v) return NULL;
     const char *start = wi_json_ws(v);

@@ -56,6 +56,13 @@ bool wi_json_string(const char *v, char *buf, size_t cap);
 /* A string value as a malloc'd C string (free it), or NULL if v is not a string. */
 char *wi_json_string_dup(const char *v);
 
+/*
+ * The string member `key` of the object `obj` (a plugin's [config]) as a malloc'd C string, or
+ * a copy of `fallback` when the member is absent. A member that is not a non-empty string sets
+ * *ok to false (and the result may be NULL); *ok is left alone otherwise.
+ */
+char *wi_json_setting(const char *obj, const char *key, const char *fallback, bool *ok);
+
 /* The JSON text of the value at v as a malloc'd C string (free it), or NULL if malformed. */
 char *wi_json_value_dup(const char *v);
 

@@ -21,25 +21,17 @@ static char *label;
 static char *value;
 static int64_t requeue_ms;
 
-static char *setting(const char *config, const char *field, const char *fallback, bool *ok) {
-    const char *v = wi_json_member(config, field);
-    if (!v) return wi_sprintf("%s", fallback);
-    char *s = wi_json_string_dup(v);
-    if (!s || !*s) *ok = false;
-    return s;
-}
-
 bool exports_wasm_informer_plugin_reconciler_init(plugin_string_t *config, plugin_string_t *err) {
     char *json = wi_take(config);
     bool ok = true;
     free(label);
     free(value);
-    label = setting(json, "label", "managed-by", &ok);
+    label = wi_json_setting(json, "label", "managed-by", &ok);
     if (!ok) {
         free(json);
         return wi_fail(err, "config.label must be a non-empty string");
     }
-    value = setting(json, "value", "wasm-informer", &ok);
+    value = wi_json_setting(json, "value", "wasm-informer", &ok);
     if (!ok) {
         free(json);
         return wi_fail(err, "config.value must be a non-empty string");

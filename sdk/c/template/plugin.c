@@ -18,25 +18,17 @@
 static char *label;
 static char *value;
 
-static char *setting(const char *config, const char *field, const char *fallback, bool *ok) {
-    const char *v = wi_json_member(config, field);
-    if (!v) return wi_sprintf("%s", fallback);
-    char *s = wi_json_string_dup(v);
-    if (!s || !*s) *ok = false;
-    return s;
-}
-
 bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_string_t *err) {
     char *json = wi_take(config); /* the manifest's [config] table as JSON */
     bool ok = true;
     free(label);
     free(value);
-    label = setting(json, "label", "team", &ok);
+    label = wi_json_setting(json, "label", "team", &ok);
     if (!ok) {
         free(json);
         return wi_fail(err, "config.label must be a string");
     }
-    value = setting(json, "value", "unassigned", &ok);
+    value = wi_json_setting(json, "value", "unassigned", &ok);
     free(json);
     if (!ok) return wi_fail(err, "config.value must be a string");
     return true;
