@@ -149,9 +149,6 @@ struct RunningController {
     gate: Arc<StartGate>,
 }
 
-/// The listener queue in front of a controller's trigger, as the host's.
-const TRIGGER_QUEUE: usize = 4096;
-
 /// Starts an HTTP server on 127.0.0.1 that accepts every connection and
 /// never answers (the process keeps the sockets open until it exits), and
 /// returns its URL.
@@ -364,7 +361,8 @@ impl OursSide {
             .add_handler(
                 &spec.resource,
                 trigger,
-                HandlerOptions::named(name).queue_capacity(TRIGGER_QUEUE),
+                HandlerOptions::named(name)
+                    .queue_capacity(wasm_informer::controller::TRIGGER_QUEUE),
             )
             .await
             .context("subscribing the trigger")?;

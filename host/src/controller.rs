@@ -43,7 +43,7 @@ use crate::report::ControllerReport;
 /// The listener queue in front of each trigger. The trigger empties it into
 /// the work queue at once, so it only ever holds a batch in flight; it is
 /// large so that a burst never needs the overflow path.
-const TRIGGER_QUEUE: usize = 4096;
+pub const TRIGGER_QUEUE: usize = 4096;
 
 /// How often the gate checks whether the triggers' informers have synced.
 const SYNC_POLL: Duration = Duration::from_millis(20);

@@ -166,7 +166,6 @@ struct Lang {
     name: &'static str,
     path: String,
     target_ms: f64,
-    new_bytes: bool,
     /// The "script edited" change, for a JavaScript or Python plugin.
     edit: Option<Edit>,
 }
@@ -203,33 +202,31 @@ fn measure(ctx: &Ctx, fx: &Fixture, lang: &Lang) -> Result<Measured> {
         let config = format!(r#"{{"version":{}}}"#, round + 2);
         out.same
             .push(reload(&mut child, Path::new(&lang.path), &config)?);
-        if lang.new_bytes {
-            let tag = |k: &str| format!("{}-{k}-{round}-{}", lang.name, crate::probe::now_ns());
-            let p = new_version(&lang.path, &tag("fresh"))?;
+        let tag = |k: &str| format!("{}-{k}-{round}-{}", lang.name, crate::probe::now_ns());
+        let p = new_version(&lang.path, &tag("fresh"))?;
+        let r = reload(&mut child, &p, "{}");
+        let _ = std::fs::remove_file(&p);
+        out.fresh.push(r?);
+        if let Some(edit) = lang.edit {
+            // Built before the clock starts: the build is the author's.
+            let p = edit.build(round)?;
             let r = reload(&mut child, &p, "{}");
-            let _ = std::fs::remove_file(&p);
-            out.fresh.push(r?);
-            if let Some(edit) = lang.edit {
-                // Built before the clock starts: the build is the author's.
-                let p = edit.build(round)?;
-                let r = reload(&mut child, &p, "{}");
-                if let Some(d) = p.parent() {
-                    let _ = std::fs::remove_dir_all(d);
-                }
-                out.edited.push(r?);
+            if let Some(d) = p.parent() {
+                let _ = std::fs::remove_dir_all(d);
             }
-            // The same check `wasm-informer check` runs, with the engine
-            // configuration and compilation cache the host side uses.
-            let p = new_version(&lang.path, &tag("checked"))?;
-            let t = std::time::Instant::now();
-            let checked = wasm::engine().and_then(|e| {
-                wasm_informer_runtime::check_file(&e, &p).map_err(|e| anyhow::anyhow!("{e}"))
-            });
-            out.check_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-            let r = checked.and_then(|_| reload(&mut child, &p, "{}"));
-            let _ = std::fs::remove_file(&p);
-            out.checked.push(r?);
+            out.edited.push(r?);
         }
+        // The same check `wasm-informer check` runs, with the engine
+        // configuration and compilation cache the host side uses.
+        let p = new_version(&lang.path, &tag("checked"))?;
+        let t = std::time::Instant::now();
+        let checked = wasm::engine().and_then(|e| {
+            wasm_informer_runtime::check_file(&e, &p).map_err(|e| anyhow::anyhow!("{e}"))
+        });
+        out.check_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        let r = checked.and_then(|_| reload(&mut child, &p, "{}"));
+        let _ = std::fs::remove_file(&p);
+        out.checked.push(r?);
         child.exit();
     }
     Ok(out)
@@ -277,7 +274,6 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         name: "Rust",
         path: rust,
         target_ms: 300.0,
-        new_bytes: true,
         edit: None,
     }];
     if p.mode == Mode::Full {
@@ -285,14 +281,12 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             name: "JavaScript",
             path: wasm::built_plugin("js-noop")?,
             target_ms: 1500.0,
-            new_bytes: true,
             edit: Some(Edit::Js("js-noop")),
         });
         langs.push(Lang {
             name: "Python",
             path: wasm::built_plugin("py-noop")?,
             target_ms: 1500.0,
-            new_bytes: true,
             edit: Some(Edit::Python("py-noop")),
         });
     }
@@ -300,13 +294,11 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     for lang in &langs {
         let m = measure(ctx, &fx, lang)?;
         rows.push(row(lang, "manifest change, same component", &m.same));
-        if !m.fresh.is_empty() {
-            rows.push(row(
-                lang,
-                "new component, same code (new bytes, no check)",
-                &m.fresh,
-            ));
-        }
+        rows.push(row(
+            lang,
+            "new component, same code (new bytes, no check)",
+            &m.fresh,
+        ));
         if !m.edited.is_empty() {
             rows.push(row(
                 lang,
@@ -314,19 +306,17 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 &m.edited,
             ));
         }
-        if !m.checked.is_empty() {
-            let mut r = row(
-                lang,
-                "new component, checked first (`wasm-informer check` with the host's cache)",
-                &m.checked,
-            );
-            r.note = format!(
-                "{} The check itself (the compile, done before the file is dropped in, while the old version serves) took {}.",
-                r.note,
-                show_in(&m.check_ms, 0, "ms")
-            );
-            rows.push(r);
-        }
+        let mut r = row(
+            lang,
+            "new component, checked first (`wasm-informer check` with the host's cache)",
+            &m.checked,
+        );
+        r.note = format!(
+            "{} The check itself (the compile, done before the file is dropped in, while the old version serves) took {}.",
+            r.note,
+            show_in(&m.check_ms, 0, "ms")
+        );
+        rows.push(r);
     }
     if p.mode == Mode::Quick {
         rows.push(Row {

@@ -93,20 +93,24 @@ impl Lang {
         }
     }
 
-    /// The plugin source file of a project, and the SDK template it comes
-    /// from (`None`: the project template holds it).
-    fn source(self, world: WorldArg) -> Option<(&'static str, String)> {
+    /// The plugin's source file in a project.
+    pub fn source_file(self) -> &'static str {
+        match self {
+            Lang::Rust => "src/lib.rs",
+            Lang::Js => "plugin.js",
+            Lang::Python => "app.py",
+            Lang::C => "plugin.c",
+        }
+    }
+
+    /// The SDK template plugin a project's source comes from (`None`: the
+    /// project template holds it).
+    fn sdk_template(self, world: WorldArg) -> Option<String> {
         let dir = match world {
             WorldArg::EventHandler => "template",
             WorldArg::Controller => "template-controller",
         };
-        let file = match self {
-            Lang::Rust => return None,
-            Lang::Js => "plugin.js",
-            Lang::Python => "app.py",
-            Lang::C => "plugin.c",
-        };
-        Some((file, format!("sdk/{}/{dir}/{file}", self.dir())))
+        (self != Lang::Rust).then(|| format!("sdk/{}/{dir}/{}", self.dir(), self.source_file()))
     }
 
     /// Fuel, deadline and memory for one call of a plugin of this language:
@@ -351,13 +355,10 @@ pub fn render(lang: Lang, world: WorldArg, name: &str) -> Result<Vec<ProjectFile
         vars.apply(&text_of("templates/common/README.md")?)
             .into_bytes(),
     );
-    if let Some((file, from)) = lang.source(world) {
-        files.insert(file.to_string(), project_source(lang, &from)?);
+    if let Some(from) = lang.sdk_template(world) {
+        files.insert(lang.source_file().to_string(), project_source(lang, &from)?);
     }
-    let has_source = files
-        .keys()
-        .any(|p| p == "src/lib.rs" || p == "plugin.js" || p == "app.py" || p == "plugin.c");
-    if !has_source {
+    if !files.contains_key(lang.source_file()) {
         return Err(Failure::input(format!(
             "no template for --lang {} --world {} in this build",
             lang.dir(),
