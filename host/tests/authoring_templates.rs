@@ -231,3 +231,20 @@ fn c_template_builds_tests_and_runs_outside_the_repository() {
 fn c_controller_template_builds_tests_and_runs_outside_the_repository() {
     first_steps("c", "controller", &c_build);
 }
+
+/// A Python project's own modules beside `app.py` are importable: the build
+/// (which imports `app` while it bundles it) fails on a module it left out.
+#[test]
+fn python_template_imports_the_project_s_other_modules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = new_project(tmp.path(), "python", "event-handler", "with-helper");
+    std::fs::write(dir.join("helper.py"), "GREETING = \"hello\"\n").unwrap();
+    let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
+    std::fs::write(
+        dir.join("app.py"),
+        format!("{app}\nimport helper\n\nassert helper.GREETING == \"hello\"\n"),
+    )
+    .unwrap();
+    python_build(&dir);
+    assert!(dir.join("dist/with-helper.wasm").is_file());
+}

@@ -3,8 +3,9 @@
 
 The first build makes a virtual environment in .venv/ and installs the pinned
 componentize-py (requirements.txt) there. The plugin can import the standard
-library and the SDK (vendor/wasm_informer).
+library, the SDK (vendor/wasm_informer) and the other modules beside app.py.
 """
+import shutil
 import subprocess
 import sys
 import venv
@@ -23,10 +24,15 @@ def main() -> int:
         pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run(pip + ["-r", str(HERE / "requirements.txt")], check=True)
     OUT.parent.mkdir(exist_ok=True)
-    # Only the plugin's own directory and the SDK are on its import path.
+    # The plugin's own modules (every .py beside app.py, build.py aside) and
+    # the SDK are on its import path; .venv and the build output are not.
     src = HERE / "build" / "src"
-    src.mkdir(parents=True, exist_ok=True)
-    (src / "app.py").write_bytes((HERE / "app.py").read_bytes())
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for module in HERE.glob("*.py"):
+        if module.name != "build.py":
+            shutil.copy2(module, src / module.name)
     cmd = [str(TOOL), "-d", str(HERE / "wit"), "-w", "{{world}}", "componentize",
            "-p", str(src), "-p", str(HERE / "vendor"), "app", "-o", str(OUT)]
     r = subprocess.run(cmd, cwd=src, stdout=subprocess.DEVNULL)
