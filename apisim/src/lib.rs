@@ -25,8 +25,10 @@ pub mod faults;
 pub mod managed;
 pub mod object;
 pub mod patch;
+pub mod path_segment;
 pub mod protobuf;
 pub mod query;
+pub mod request_info;
 pub mod request_log;
 pub mod resource;
 pub mod scale;
@@ -45,6 +47,7 @@ use std::time::Duration;
 
 pub use faults::{FailMode, FaultStats, Faults, RequestMatch, WaitTimeout};
 pub use object::{ObjectRef, StoredObject};
+pub use request_info::{parse_request_path, RequestTarget};
 pub use request_log::{RequestLog, RequestRecord};
 pub use resource::{ResourceId, ResourceType};
 pub use status::ApiError;

@@ -3,8 +3,10 @@
 //!
 //! Invariant: requests are recorded in arrival order, before any fault or handler runs; admin
 //! requests under `/_sim/` are not recorded. Each record carries its arrival time (wall clock), the
-//! client's user agent, the body of writes, and, once answered, the response status, so that a
-//! test can tell which client wrote what, when, and whether the write took effect.
+//! client's user agent, the body of writes, the authenticated and impersonated users, the target
+//! as the router parsed it, and, once answered, the response status and the resourceVersion of
+//! the write the server applied, so that a test can tell which identity wrote what, when, in
+//! which order (writes are totally ordered by that resourceVersion), and whether it took effect.
 
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use std::time::Duration;
 
 use crate::faults::WaitTimeout;
 use crate::query::Query;
+pub use crate::request_info::RequestTarget;
 
 /// Whether `path` is a legacy watch path (`/api/v1/watch/...` or `/apis/G/V/watch/...`).
 pub fn is_legacy_watch_path(path: &str) -> bool {
@@ -46,6 +49,20 @@ pub struct RequestRecord {
     pub body: String,
     /// Position in the log since the simulator started (not reset by `clear`).
     pub seq: u64,
+    /// The authenticated user: the user of a known bearer token, `system:anonymous` when
+    /// authentication is on and no token was sent, empty when authentication is off and no
+    /// known token was sent.
+    pub user: String,
+    /// The `Impersonate-User` header as sent; empty when absent.
+    pub impersonated_user: String,
+    /// What the request addressed, as the router parsed it (the raw path is in `path`).
+    pub target: RequestTarget,
+    /// For a write the server applied (not a dry run, not a no-op), the resourceVersion it
+    /// assigned: the written object's `metadata.resourceVersion`, or for a DELETE the
+    /// resourceVersion of the deletion (of the DELETED watch event), also when the answer is a
+    /// `Status`; for a DELETE of a collection the highest of its deletions. None for reads,
+    /// refusals, dry runs and writes that changed nothing.
+    pub written_rv: Option<u64>,
 }
 
 impl RequestRecord {
@@ -106,9 +123,16 @@ impl RequestLog {
 
     /// Records the response status of request `seq`.
     pub fn set_status(&self, seq: u64, status: u16) {
+        self.set_outcome(seq, status, None);
+    }
+
+    /// Records the response status of request `seq` and the resourceVersion of the write it
+    /// applied, if any.
+    pub fn set_outcome(&self, seq: u64, status: u16, written_rv: Option<u64>) {
         let mut entries = self.inner.entries.lock();
         if let Some(r) = entries.iter_mut().rev().find(|r| r.seq == seq) {
             r.status = status;
+            r.written_rv = written_rv;
         }
     }
 

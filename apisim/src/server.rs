@@ -19,6 +19,8 @@ use crate::discovery;
 use crate::faults::Faults;
 use crate::patch::{self, PatchType};
 use crate::query::Query;
+use crate::request_info::RequestInfo;
+pub use crate::request_info::{parse_request_path, RequestTarget};
 use crate::request_log::{RequestLog, RequestRecord};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
@@ -102,6 +104,11 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
+    let impersonated_user = req
+        .headers()
+        .get("impersonate-user")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
         Err(e) => {
@@ -122,6 +129,8 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     } else {
         String::from_utf8_lossy(&body[..body.len().min(crate::request_log::MAX_BODY)]).into_owned()
     };
+    let q = Query::parse(&raw_query);
+    let info = RequestInfo::parse(method.as_str(), &path, &q);
     let seq = app.log.record(RequestRecord {
         method: method.to_string(),
         path: path.clone(),
@@ -132,34 +141,34 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         status: 0,
         body: logged_body,
         seq: 0,
+        user: String::new(),
+        impersonated_user: impersonated_user.clone(),
+        target: info.target(),
+        written_rv: None,
     });
     let response = serve(
         &app,
-        &method,
-        &path,
-        &raw_query,
-        &content_type,
-        &user_agent,
-        &accept,
+        &Ctx {
+            method: &method,
+            info: &info,
+            path: &path,
+            q: &q,
+            content_type: &content_type,
+            user_agent: &user_agent,
+            table: crate::table::wants_table(&accept),
+        },
         body,
     )
     .await;
-    app.log.set_status(seq, response.status().as_u16());
+    let written_rv = response.extensions().get::<Written>().map(|w| w.0);
+    app.log
+        .set_outcome(seq, response.status().as_u16(), written_rv);
     response
 }
 
 /// Serves one API request (recorded already).
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    app: &Arc<App>,
-    method: &Method,
-    path: &str,
-    raw_query: &str,
-    content_type: &str,
-    user_agent: &str,
-    accept: &str,
-    body: Bytes,
-) -> Response {
+async fn serve(app: &Arc<App>, ctx: &Ctx<'_>, body: Bytes) -> Response {
+    let (method, path) = (ctx.method, ctx.path);
     if let Some(d) = app.faults.delay() {
         app.faults.note_delayed();
         tokio::time::sleep(d).await;
@@ -168,17 +177,7 @@ async fn serve(
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
     }
-    let q = Query::parse(raw_query);
-    let table = crate::table::wants_table(accept);
-    let ctx = Ctx {
-        method,
-        path,
-        q: &q,
-        content_type,
-        user_agent,
-        table,
-    };
-    match route(app, &ctx, body).await {
+    match route(app, ctx, body).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, message = %e.message, "request failed");
@@ -187,7 +186,7 @@ async fn serve(
     }
 }
 
-/// A parsed resource URL.
+/// A resource URL resolved against the registry.
 struct Target {
     rid: ResourceId,
     rt: Arc<ResourceType>,
@@ -196,74 +195,50 @@ struct Target {
     sub: Option<String>,
 }
 
-fn parse_target(store: &Store, segs: &[&str]) -> Result<Option<Target>, ApiError> {
-    let (group, version, rest) = match segs {
-        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
-        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
-        _ => return Ok(None),
-    };
-    let find = |plural: &str| store.resource(group, version, plural);
-    let t = match rest {
-        ["namespaces", ns, plural, tail @ ..]
-            if group.is_empty() || store.registry().find(group, version, plural).is_some() =>
-        {
-            // `namespaces/NAME/status` and `namespaces/NAME/finalize` are namespace subresources.
-            if group.is_empty() && tail.is_empty() && (*plural == "status" || *plural == "finalize")
-            {
-                let rid = find("namespaces")?;
-                Target {
-                    rid,
-                    rt: store.registry().get(rid),
-                    namespace: None,
-                    name: Some(ns.to_string()),
-                    sub: Some(plural.to_string()),
-                }
-            } else {
-                let rid = find(plural)?;
-                let rt = store.registry().get(rid);
-                if !rt.namespaced {
-                    return Err(ApiError::no_route(&segs.join("/")));
-                }
-                let (name, sub) = match tail {
-                    [] => (None, None),
-                    [n] => (Some(n.to_string()), None),
-                    [n, s] => (Some(n.to_string()), Some(s.to_string())),
-                    _ => return Err(ApiError::no_route(&format!("/{}", segs.join("/")))),
-                };
-                Target {
-                    rid,
-                    rt,
-                    namespace: Some(ns.to_string()),
-                    name,
-                    sub,
-                }
-            }
+/// Resolves what `info` addresses to a served resource, as the apiserver's routes do: 404 for
+/// a resource this server does not serve, for a namespaced resource addressed by name outside
+/// `namespaces/{namespace}/`, for a cluster-scoped one inside it, and for more path parts than
+/// resource, name and subresource.
+fn resolve(store: &Store, info: &RequestInfo) -> Result<Target, ApiError> {
+    if !info.resource_request || info.verb_via_path && info.verb != "watch" {
+        return Err(ApiError::no_route(&info.path));
+    }
+    let rid = store.resource(&info.group, &info.version, &info.resource)?;
+    let rt = store.registry().get(rid);
+    if info.parts.len() > 3 {
+        return Err(ApiError::no_route(&info.path));
+    }
+    let in_path = info.name_in_path();
+    let name = in_path.then(|| info.name.clone());
+    let sub = (info.parts.len() == 3).then(|| info.subresource.clone());
+    let is_namespace_kind = rt.group.is_empty() && rt.plural == "namespaces";
+    let namespace = if is_namespace_kind || !rt.namespaced {
+        if info.namespace_segment {
+            return Err(ApiError::no_route(&info.path));
         }
-        [plural, tail @ ..] => {
-            let rid = find(plural)?;
-            let rt = store.registry().get(rid);
-            let (name, sub) = match tail {
-                [] => (None, None),
-                [n] if !rt.namespaced => (Some(n.to_string()), None),
-                [n, s] if !rt.namespaced => (Some(n.to_string()), Some(s.to_string())),
-                _ => return Err(ApiError::no_route(&format!("/{}", segs.join("/")))),
-            };
-            Target {
-                rid,
-                rt,
-                namespace: None,
-                name,
-                sub,
-            }
+        None
+    } else {
+        if in_path && !info.namespace_segment {
+            return Err(ApiError::no_route(&info.path));
         }
-        [] => return Ok(None),
+        // `namespaces//pods` lists every namespace, as the apiserver does with an empty
+        // namespace parameter.
+        Some(info.namespace.clone())
+            .filter(|n| info.namespace_segment && (in_path || !n.is_empty()))
     };
-    Ok(Some(t))
+    Ok(Target {
+        rid,
+        rt,
+        namespace,
+        name,
+        sub,
+    })
 }
 
 /// What a handler needs to know about the request besides its body.
 struct Ctx<'a> {
     method: &'a Method,
+    info: &'a RequestInfo,
     path: &'a str,
     q: &'a Query,
     content_type: &'a str,
@@ -377,23 +352,8 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
     };
     // Legacy watch paths: `/api/v1/watch/...` and `/apis/G/V/watch/...` watch what the path
     // without `watch` names; a trailing object name becomes a `metadata.name` field selector.
-    let (segs, legacy_watch) = match segs.as_slice() {
-        ["api", v, "watch", rest @ ..] => {
-            let mut s = vec!["api", *v];
-            s.extend_from_slice(rest);
-            (s, true)
-        }
-        ["apis", g, v, "watch", rest @ ..] => {
-            let mut s = vec!["apis", *g, *v];
-            s.extend_from_slice(rest);
-            (s, true)
-        }
-        _ => (segs, false),
-    };
-    let Some(mut t) = parse_target(&app.store, &segs)? else {
-        return Err(ApiError::no_route(path));
-    };
-    if legacy_watch {
+    let mut t = resolve(&app.store, ctx.info)?;
+    if ctx.info.verb_via_path {
         if method != Method::GET || t.sub.is_some() {
             return Err(ApiError::method_not_allowed(format!(
                 "{method} is not supported on {path}"
@@ -403,6 +363,10 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
         return watch(app, &t, &q, table).await;
     }
     let ns = t.namespace.clone();
+    // Writes committed by this request get resourceVersions above this one; a dry run or a
+    // no-op answers an object at or below it.
+    let rv0 = app.store.current_rv();
+    let applied = |r: Response, rv: u64| written(r, rv, rv0);
     match (method.clone(), &t.name, t.sub.as_deref()) {
         (Method::GET, None, None) => {
             if q.flag("watch") {
@@ -449,7 +413,7 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
             if !opts.dry_run {
                 app.store.collect_if_orphaned(t.rid, &o);
             }
-            Ok(json_response(201, o.json.clone()))
+            Ok(applied(json_response(201, o.json.clone()), o.rv))
         }
         (Method::DELETE, None, None) => {
             let req = q.list_request(ns.as_deref())?;
@@ -468,13 +432,14 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
                     deleted.push(d);
                 }
             }
+            let last = deleted.iter().map(|d| d.rv).max().unwrap_or(0);
             let page = ListPage {
                 rv: app.store.current_rv(),
                 items: deleted,
                 continue_token: None,
                 remaining: None,
             };
-            Ok(json_response(200, list_body(&t.rt, &page)))
+            Ok(applied(json_response(200, list_body(&t.rt, &page)), last))
         }
         (m, Some(name), sub) => {
             if sub == Some("scale") && crate::scale::has_scale(&t.rt) {
@@ -498,7 +463,11 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
                         )))
                     }
                 };
-                return Ok(value_response(200, &v));
+                let rv = v["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0);
+                return Ok(applied(value_response(200, &v), rv));
             }
             let sub = match sub {
                 None => Subresource::Main,
@@ -528,13 +497,16 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
                     let o =
                         app.store
                             .update_opts(t.rid, &ns, name, sub, obj, &ctx.write_options()?)?;
-                    Ok(json_response(200, o.json.clone()))
+                    Ok(applied(json_response(200, o.json.clone()), o.rv))
                 }
-                Method::PATCH => patch_object(app, ctx, &t, &ns, name, sub, &body),
+                Method::PATCH => {
+                    let (r, rv) = patch_object(app, ctx, &t, &ns, name, sub, &body)?;
+                    Ok(applied(r, rv))
+                }
                 Method::DELETE if sub == Subresource::Main => {
                     let opts = ctx.delete_options(&body)?;
                     let o = app.store.delete_with(t.rid, &ns, name, &opts)?;
-                    Ok(delete_response(&t.rt, &o))
+                    Ok(applied(delete_response(&t.rt, &o), o.rv))
                 }
                 _ => Err(ApiError::method_not_allowed(format!(
                     "{method} is not supported on {path}"
@@ -545,6 +517,19 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
             "{method} is not supported on {path}"
         ))),
     }
+}
+
+/// The resourceVersion of the write a response answers, carried to the request log.
+#[derive(Debug, Clone, Copy)]
+struct Written(u64);
+
+/// Marks `r` as answering a write applied at `rv`, when `rv` is newer than `rv0` (the store's
+/// resourceVersion before the request acted): a dry run or a no-op answers an older one.
+fn written(mut r: Response, rv: u64, rv0: u64) -> Response {
+    if rv > rv0 {
+        r.extensions_mut().insert(Written(rv));
+    }
+    r
 }
 
 /// The answer to a DELETE: the object while its deletion is pending (finalizers) or when the
@@ -594,7 +579,7 @@ fn patch_object(
     name: &str,
     sub: Subresource,
     body: &[u8],
-) -> Result<Response, ApiError> {
+) -> Result<(Response, u64), ApiError> {
     let pt = PatchType::from_content_type(ctx.content_type)?;
     let p = patch::parse_body(pt, body)?;
     let force = ctx.q.opt_flag("force");
@@ -611,7 +596,7 @@ fn patch_object(
             .update_with_opts(t.rid, ns, name, sub, &ctx.write_options()?, |cur| {
                 patch::apply(pt, cur, &p)
             })?;
-        return Ok(json_response(200, o.json.clone()));
+        return Ok((json_response(200, o.json.clone()), o.rv));
     }
     // Server-side apply: the manager must be named; ownership is computed under the store lock.
     let Some(manager) = ctx.q.get("fieldManager").filter(|m| !m.is_empty()) else {
@@ -633,7 +618,7 @@ fn patch_object(
             crate::managed::apply(&t.rt, sub, Some(&cur), &p, manager, force, &now)
         });
     match res {
-        Ok(o) => Ok(json_response(200, o.json.clone())),
+        Ok(o) => Ok((json_response(200, o.json.clone()), o.rv)),
         Err(e) if e.code == 404 && sub == Subresource::Main => {
             let mut obj = crate::managed::apply(&t.rt, sub, None, &p, manager, force, &now)?;
             if !obj.get("metadata").is_some_and(|m| m.is_object()) {
@@ -645,7 +630,7 @@ fn patch_object(
             if !opts.dry_run {
                 app.store.collect_if_orphaned(t.rid, &o);
             }
-            Ok(json_response(201, o.json.clone()))
+            Ok((json_response(201, o.json.clone()), o.rv))
         }
         Err(e) => Err(e),
     }
