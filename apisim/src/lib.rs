@@ -22,6 +22,7 @@ pub mod crd;
 pub mod deployment;
 pub mod discovery;
 pub mod faults;
+pub mod go_fmt;
 pub mod managed;
 pub mod object;
 pub mod patch;
@@ -47,7 +48,7 @@ use std::time::Duration;
 
 pub use faults::{FailMode, FaultStats, Faults, RequestMatch, WaitTimeout};
 pub use object::{ObjectRef, StoredObject};
-pub use request_info::{parse_request_path, RequestTarget};
+pub use request_info::{parse_request_path, BadPath, RequestTarget};
 pub use request_log::{RequestLog, RequestRecord};
 pub use resource::{ResourceId, ResourceType};
 pub use status::ApiError;

@@ -3,8 +3,12 @@
 //! version, namespace, resource, name and subresource. The router, the authorizer and the request
 //! log all use this one parse.
 //!
-//! Invariant: the target of a request is computed once, from the path the router routes on, so
-//! what the request log records, what RBAC authorizes and what the store acts on cannot disagree.
+//! The path is percent-decoded first, as Go's net/http fills `URL.Path` before the apiserver
+//! splits it on `/`: `web%2Fstatus` is two segments, `%2e%2e` is `..`.
+//!
+//! Invariant: the target of a request is computed once, from the decoded path the router routes
+//! on, so what the request log records, what RBAC authorizes and what the store acts on cannot
+//! disagree.
 
 use crate::query::Query;
 
@@ -187,13 +191,53 @@ impl RequestInfo {
     }
 }
 
-/// What this server understands a request to address: `path` is a URL path with an optional
-/// `?query` (a `#fragment`, which an HTTP client never sends, is cut off as a client would).
-/// This is exactly the parse the router, the authorizer and the request log use.
-pub fn parse_request_path(method: &str, path: &str) -> RequestTarget {
+/// A URL path Go's `url.ParseRequestURI` refuses (net/http answers `400 Bad Request` before
+/// any handler runs), or one that does not decode to UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadPath(pub String);
+
+/// Percent-decodes a URL path as Go's `url.unescape(s, encodePath)`: every `%XX` becomes its
+/// byte (`%2F` included), `+` stays `+`, and a `%` not followed by two hex digits is an error
+/// (`invalid URL escape "%zz"`). A result that is not UTF-8 is refused too: no object name can
+/// hold it.
+pub fn decode_path(raw: &str) -> Result<String, BadPath> {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = |c: Option<&u8>| c.and_then(|c| (*c as char).to_digit(16));
+            match (hex(b.get(i + 1)), hex(b.get(i + 2))) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                }
+                _ => {
+                    let end = (i + 3).min(b.len());
+                    let esc = String::from_utf8_lossy(&b[i..end]);
+                    return Err(BadPath(format!("invalid URL escape {esc:?}")));
+                }
+            }
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| BadPath(format!("the path {raw:?} does not decode to UTF-8")))
+}
+
+/// What this server understands a request to address: `path` is a raw URL path (as sent, still
+/// percent-encoded) with an optional `?query`; a `#fragment`, which an HTTP client never sends,
+/// is cut off as a client would. This is exactly the parse the router, the authorizer and the
+/// request log use. Err: the server answers 400 without routing (see [`decode_path`]). A target
+/// this parse names may still be answered 404 when this server does not serve its resource.
+pub fn parse_request_path(method: &str, path: &str) -> Result<RequestTarget, BadPath> {
     let path = path.split('#').next().unwrap_or("");
     let (p, q) = path.split_once('?').unwrap_or((path, ""));
-    RequestInfo::parse(&method.to_ascii_uppercase(), p, &Query::parse(q)).target()
+    let decoded = decode_path(p)?;
+    Ok(RequestInfo::parse(&method.to_ascii_uppercase(), &decoded, &Query::parse(q)).target())
 }
 
 #[cfg(test)]
@@ -201,7 +245,34 @@ mod tests {
     use super::*;
 
     fn t(method: &str, path: &str) -> RequestTarget {
-        parse_request_path(method, path)
+        parse_request_path(method, path).unwrap()
+    }
+
+    #[test]
+    fn decodes_before_splitting_as_go_net_http() {
+        let x = t("PATCH", "/api/v1/namespaces/a/pods/web%2Fstatus");
+        assert_eq!(
+            (x.name.as_deref(), x.subresource.as_deref()),
+            (Some("web"), Some("status"))
+        );
+        let x = t("GET", "/api/v1/namespaces/a/pods/%2e%2e");
+        assert_eq!(x.name.as_deref(), Some(".."));
+        let x = t("GET", "/api/v1/namespaces/a%2Fpods/b");
+        assert_eq!(
+            (x.namespace.as_deref(), x.resource.as_deref()),
+            (Some("a"), Some("pods"))
+        );
+        assert_eq!(
+            t("GET", "/api/v1/namespaces/a/pods/a+b").name.as_deref(),
+            Some("a+b")
+        );
+        assert_eq!(
+            t("GET", "/api/v1/namespaces/a/pods/%25").name.as_deref(),
+            Some("%")
+        );
+        for bad in ["/api/v1/pods/%zz", "/api/v1/pods/%4", "/api/v1/pods/%ff"] {
+            assert!(parse_request_path("GET", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -130,7 +130,13 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         String::from_utf8_lossy(&body[..body.len().min(crate::request_log::MAX_BODY)]).into_owned()
     };
     let q = Query::parse(&raw_query);
-    let info = RequestInfo::parse(method.as_str(), &path, &q);
+    // As Go's net/http: the path is percent-decoded before anything routes on it; a path that
+    // does not decode is answered `400 Bad Request` in plain text before any handler runs.
+    let decoded = crate::request_info::decode_path(&path);
+    let info = match &decoded {
+        Ok(p) => RequestInfo::parse(method.as_str(), p, &q),
+        Err(_) => RequestInfo::default(),
+    };
     let seq = app.log.record(RequestRecord {
         method: method.to_string(),
         path: path.clone(),
@@ -146,20 +152,34 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         target: info.target(),
         written_rv: None,
     });
-    let response = serve(
-        &app,
-        &Ctx {
-            method: &method,
-            info: &info,
-            path: &path,
-            q: &q,
-            content_type: &content_type,
-            user_agent: &user_agent,
-            table: crate::table::wants_table(&accept),
-        },
-        body,
-    )
-    .await;
+    let response = match decoded {
+        Err(e) => {
+            tracing::debug!(%method, %path, error = %e, "undecodable path");
+            let mut r = Response::new(Body::from("400 Bad Request"));
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        }
+        Ok(_) => {
+            serve(
+                &app,
+                &Ctx {
+                    method: &method,
+                    info: &info,
+                    path: &path,
+                    q: &q,
+                    content_type: &content_type,
+                    user_agent: &user_agent,
+                    table: crate::table::wants_table(&accept),
+                },
+                body,
+            )
+            .await
+        }
+    };
     let written_rv = response.extensions().get::<Written>().map(|w| w.0);
     app.log
         .set_outcome(seq, response.status().as_u16(), written_rv);
@@ -209,6 +229,20 @@ fn resolve(store: &Store, info: &RequestInfo) -> Result<Target, ApiError> {
         return Err(ApiError::no_route(&info.path));
     }
     let in_path = info.name_in_path();
+    if in_path {
+        if info.name.is_empty() {
+            return Err(ApiError::no_route(&info.path));
+        }
+        // As the registry's key functions (`NamespaceKeyFunc`, `NoNamespaceKeyFunc`) refuse it.
+        let why = crate::path_segment::is_valid_name(&info.name);
+        if !why.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "Name parameter invalid: {}: {}",
+                crate::go_fmt::quote(&info.name),
+                why.join(";")
+            )));
+        }
+    }
     let name = in_path.then(|| info.name.clone());
     let sub = (info.parts.len() == 3).then(|| info.subresource.clone());
     let is_namespace_kind = rt.group.is_empty() && rt.plural == "namespaces";
@@ -220,6 +254,9 @@ fn resolve(store: &Store, info: &RequestInfo) -> Result<Target, ApiError> {
     } else {
         if in_path && !info.namespace_segment {
             return Err(ApiError::no_route(&info.path));
+        }
+        if in_path && info.namespace.is_empty() {
+            return Err(ApiError::bad_request("Namespace parameter required."));
         }
         // `namespaces//pods` lists every namespace, as the apiserver does with an empty
         // namespace parameter.
@@ -312,7 +349,9 @@ impl Ctx<'_> {
 async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiError> {
     let (method, path, q, content_type, table) =
         (ctx.method, ctx.path, ctx.q, ctx.content_type, ctx.table);
-    let segs: Vec<&str> = path
+    let segs: Vec<&str> = ctx
+        .info
+        .path
         .trim_matches('/')
         .split('/')
         .filter(|s| !s.is_empty())
@@ -408,6 +447,7 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
         }
         (Method::POST, None, None) => {
             let obj = parse_json(&body, "create", &t.rt)?;
+            check_new_name(&t.rt, &obj)?;
             let opts = ctx.write_options()?;
             let o = app.store.create_with(t.rid, ns.as_deref(), obj, &opts)?;
             if !opts.dry_run {
@@ -556,6 +596,53 @@ fn delete_response(rt: &ResourceType, o: &crate::object::StoredObject) -> Respon
     )
 }
 
+/// Refuses a new object whose name (or `generateName`) cannot be one path segment, as the
+/// apiserver's object-meta validation does with `path.ValidatePathSegmentName` (422; kinds whose
+/// own name rule is stricter refuse these names too, with that rule's message).
+fn check_new_name(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    let meta = &obj["metadata"];
+    let name = meta["name"].as_str().unwrap_or("");
+    let mut errs = Vec::new();
+    if !name.is_empty() {
+        for why in crate::path_segment::is_valid_name(name) {
+            errs.push(("metadata.name", name.to_string(), why));
+        }
+    } else if let Some(prefix) = meta["generateName"].as_str() {
+        for why in crate::path_segment::is_valid_prefix(prefix) {
+            errs.push(("metadata.generateName", prefix.to_string(), why));
+        }
+    }
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let q = crate::go_fmt::quote;
+    let fields: Vec<String> = errs
+        .iter()
+        .map(|(f, v, why)| format!("{f}: Invalid value: {}: {why}", q(v)))
+        .collect();
+    let agg = if fields.len() == 1 {
+        fields[0].clone()
+    } else {
+        format!("[{}]", fields.join(", "))
+    };
+    let kind = if rt.group.is_empty() {
+        rt.kind.clone()
+    } else {
+        format!("{}.{}", rt.kind, rt.group)
+    };
+    let mut e = ApiError::invalid("", name, format!("{kind} {} is invalid: {agg}", q(name)));
+    let causes: Vec<Value> = errs
+        .iter()
+        .map(|(f, v, why)| json!({"reason": "FieldValueInvalid", "message": format!("Invalid value: {}: {why}", q(v)), "field": f}))
+        .collect();
+    let mut details = json!({"name": name, "kind": rt.kind, "causes": causes});
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    e.details = Some(details);
+    Err(e)
+}
+
 fn parse_json(body: &[u8], verb: &str, rt: &ResourceType) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -625,6 +712,7 @@ fn patch_object(
                 obj["metadata"] = json!({});
             }
             obj["metadata"]["name"] = json!(name);
+            check_new_name(&t.rt, &obj)?;
             let nsopt = if t.rt.namespaced { Some(ns) } else { None };
             let o = app.store.create_with(t.rid, nsopt, obj, &opts)?;
             if !opts.dry_run {
