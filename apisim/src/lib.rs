@@ -19,6 +19,7 @@
 pub mod admin;
 pub mod continue_token;
 pub mod crd;
+pub mod deadline;
 pub mod deployment;
 pub mod discovery;
 pub mod faults;
@@ -71,6 +72,10 @@ pub struct SimConfig {
     /// catch up before it is answered "Too large resource version" (504). The apiserver's watch
     /// cache waits 3 s. Default 3 s.
     pub too_large_rv_wait: Duration,
+    /// The longest a request may take, and the deadline of one without `?timeout=` (the
+    /// apiserver's `--request-timeout`). A write not done by its deadline is answered 504 and
+    /// never applied. Default 60 s.
+    pub request_timeout_max: Duration,
 }
 
 impl Default for SimConfig {
@@ -80,6 +85,7 @@ impl Default for SimConfig {
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
             too_large_rv_wait: Duration::from_secs(3),
+            request_timeout_max: Duration::from_secs(60),
         }
     }
 }

@@ -120,6 +120,7 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if let Some(admin) = path.strip_prefix("/_sim/") {
         return crate::admin::handle(&app, &method, admin, &Query::parse(&raw_query), &body);
     }
+    let received = std::time::Instant::now();
     let at_micros = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
@@ -174,6 +175,8 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                     content_type: &content_type,
                     user_agent: &user_agent,
                     table: crate::table::wants_table(&accept),
+                    deadline: None,
+                    received,
                 },
                 body,
             )
@@ -189,10 +192,34 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 /// Serves one API request (recorded already).
 async fn serve(app: &Arc<App>, ctx: &Ctx<'_>, body: Bytes) -> Response {
     let (method, path) = (ctx.method, ctx.path);
+    // The deadline of every request that is not long-running (watches are), as the
+    // apiserver's WithRequestDeadline filter sets it; only writes act on it.
+    let mut ctx = Ctx { ..*ctx };
+    if ctx.info.verb != "watch" {
+        let max = app.config.request_timeout_max;
+        match crate::deadline::request_deadline(ctx.q, ctx.received, max) {
+            Ok(d) if is_write(&ctx.info.verb) => ctx.deadline = Some(d),
+            Ok(_) => {}
+            Err(e) => return error_response(&e),
+        }
+    }
     if let Some(d) = app.faults.delay() {
         app.faults.note_delayed();
-        tokio::time::sleep(d).await;
+        match ctx.deadline {
+            // A write still held back at its deadline is answered 504 then, and never applied.
+            Some(at) => {
+                let held = tokio::time::sleep(d);
+                if tokio::time::timeout_at(at.into(), held).await.is_err() {
+                    return error_response(&crate::deadline::timeout_error());
+                }
+            }
+            None => tokio::time::sleep(d).await,
+        }
     }
+    if let Err(e) = crate::deadline::check(ctx.deadline) {
+        return error_response(&e);
+    }
+    let ctx = &ctx;
     if let Some(f) = app.faults.take_failure_for(method.as_str(), path) {
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
@@ -281,6 +308,19 @@ struct Ctx<'a> {
     content_type: &'a str,
     user_agent: &'a str,
     table: bool,
+    /// When a write must be done by (`?timeout=`, capped by `SimConfig::request_timeout_max`);
+    /// None for reads and watches.
+    deadline: Option<std::time::Instant>,
+    /// When the request arrived.
+    received: std::time::Instant,
+}
+
+/// Whether a request verb writes.
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
 }
 
 impl Ctx<'_> {
@@ -301,6 +341,7 @@ impl Ctx<'_> {
         Ok(WriteOptions {
             dry_run: self.q.dry_run()?,
             field_manager: self.manager(),
+            deadline: self.deadline,
         })
     }
 
@@ -324,6 +365,7 @@ impl Ctx<'_> {
                 .filter(|r| !r.is_empty())
                 .map(str::to_string),
             propagation: Propagation::Background,
+            deadline: self.deadline,
         };
         // The deprecated orphanDependents, then propagationPolicy (which wins).
         let orphan = self
@@ -465,7 +507,12 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
                     ..req
                 },
             )?;
-            let opts = ctx.delete_options(&body)?;
+            // All or nothing with respect to the deadline: checked once, before the first item.
+            crate::deadline::check(ctx.deadline)?;
+            let opts = DeleteOptions {
+                deadline: None,
+                ..ctx.delete_options(&body)?
+            };
             let mut deleted = Vec::new();
             for o in page.items {
                 if let Ok(d) = app.store.delete_with(t.rid, &o.namespace, &o.name, &opts) {
@@ -697,6 +744,7 @@ fn patch_object(
     let opts = WriteOptions {
         dry_run: ctx.q.dry_run()?,
         field_manager: None,
+        deadline: ctx.deadline,
     };
     let now = crate::store::now_timestamp();
     let res = app

@@ -78,6 +78,9 @@ pub struct WriteOptions {
     /// The field manager recorded in `metadata.managedFields` as an `Update` (None: the
     /// write leaves `managedFields` as the request sent them).
     pub field_manager: Option<String>,
+    /// The request's deadline: a write not committed by then is refused with 504 and changes
+    /// nothing (checked under the store lock; see `deadline`).
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl WriteOptions {
@@ -85,7 +88,7 @@ impl WriteOptions {
     pub fn dry_run() -> Self {
         WriteOptions {
             dry_run: true,
-            field_manager: None,
+            ..WriteOptions::default()
         }
     }
 }
@@ -131,6 +134,8 @@ pub struct DeleteOptions {
     pub precondition_rv: Option<String>,
     /// `propagationPolicy` (or the legacy `orphanDependents`).
     pub propagation: Propagation,
+    /// The request's deadline: checked before the deletion's first change (504 after it).
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// The finalizer of an owner waiting for its dependents (foreground deletion).
@@ -581,6 +586,7 @@ impl Store {
                 }
                 return Ok(Arc::new(StoredObject::from_value(&rt, &obj)));
             }
+            crate::deadline::check(opts.deadline)?;
             let so = Arc::new(StoredObject::from_value(&rt, &obj));
             inner.rv = rv;
             self.commit(&mut inner, rid, ChangeType::Added, so.clone(), None);
@@ -857,6 +863,7 @@ impl Store {
             if opts.dry_run {
                 return Ok(Arc::new(StoredObject::from_value(&rt, &merged)));
             }
+            crate::deadline::check(opts.deadline)?;
             let rv = inner.rv + 1;
             inner.rv = rv;
             merged["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -926,6 +933,8 @@ impl Store {
         let key = key_of(namespace, name);
         let current = self.get(rid, namespace, name)?;
         self.check_preconditions(&rt, &current, opts)?;
+        // Before the deletion's first change (cascades included); once started it completes.
+        crate::deadline::check(opts.deadline)?;
         let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
         if is_namespace && !opts.dry_run {
             self.delete_namespace_contents(name);
