@@ -4,7 +4,9 @@
 //! Other flags: `--namespaces M` (default 10), `--seed S` (default 1), `--churn R` (ops/s, default
 //! 0), `--deployments N`, `--expose-fraction F` (default 0.25), `--deployment-churn W` (relative
 //! weight of Deployment operations in churn, default 0), `--bookmark-interval-ms MS`,
-//! `--history-window N`.
+//! `--history-window N`, `--authentication` (bearer tokens; no token is `system:anonymous`),
+//! `--rbac` (RBAC and impersonation enforced; implies `--authentication`),
+//! `--token TOKEN,USER[,GROUP...]` (repeatable; the token file's column order), `--admin-token TOKEN` (the kubeconfig's).
 
 use std::time::Duration;
 
@@ -22,6 +24,7 @@ struct Args {
     expose_fraction: f64,
     deployment_churn: u32,
     config: SimConfig,
+    tokens: Vec<(String, String, Vec<String>)>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -36,6 +39,7 @@ fn parse_args() -> anyhow::Result<Args> {
         expose_fraction: 0.25,
         deployment_churn: 0,
         config: SimConfig::default(),
+        tokens: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -84,6 +88,20 @@ fn parse_args() -> anyhow::Result<Args> {
                 let v = val()?;
                 a.config.history_window = v.parse().map_err(|_| bad("--history-window", &v))?
             }
+            "--authentication" => a.config.authentication = true,
+            "--rbac" => a.config.rbac = true,
+            "--admin-token" => a.config.admin_token = val()?,
+            "--token" => {
+                let v = val()?;
+                let mut parts = v.split(',');
+                let (token, user) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                if token.is_empty() || user.is_empty() {
+                    return Err(bad("--token (want TOKEN,USER[,GROUP...])", &v));
+                }
+                let groups = parts.filter(|g| !g.is_empty()).map(str::to_string);
+                a.tokens
+                    .push((token.to_string(), user.to_string(), groups.collect()));
+            }
             other => anyhow::bail!("unknown flag {other}; see the header of examples/serve.rs"),
         }
     }
@@ -103,6 +121,10 @@ async fn main() -> anyhow::Result<()> {
         .parse()
         .map_err(|e| anyhow::anyhow!("--listen {:?}: {e}", args.listen))?;
     let sim = Sim::new(args.config.clone());
+    for (token, user, groups) in &args.tokens {
+        let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+        sim.tokens().add(token, user, &groups);
+    }
     let workload = if args.pods > 0 || args.deployments > 0 || args.churn > 0.0 {
         let t = std::time::Instant::now();
         let w = Workload::seed(

@@ -38,6 +38,8 @@ pub fn core_versions(server_address: &str) -> Value {
 
 fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
     let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Served by `access_review`, not stored.
+    g.insert(crate::access_review::GROUP.into(), vec!["v1".into()]);
     for (_, t) in registry.all() {
         if t.group.is_empty() {
             continue;
@@ -113,10 +115,12 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
         .into_iter()
         .filter(|(_, t)| t.group == group && t.version == version)
         .collect();
-    if types.is_empty() {
+    let mut resources = Vec::new();
+    if group == crate::access_review::GROUP && version == "v1" {
+        resources.extend(crate::access_review::discovery_resources());
+    } else if types.is_empty() {
         return None;
     }
-    let mut resources = Vec::new();
     for (_, t) in &types {
         resources.push(resource_entry(t));
         if crate::scale::has_scale(t) {

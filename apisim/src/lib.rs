@@ -16,7 +16,10 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access_review;
 pub mod admin;
+pub mod authn;
+pub mod authz;
 pub mod continue_token;
 pub mod crd;
 pub mod deadline;
@@ -30,6 +33,7 @@ pub mod patch;
 pub mod path_segment;
 pub mod protobuf;
 pub mod query;
+pub mod rbac;
 pub mod request_info;
 pub mod request_log;
 pub mod resource;
@@ -47,6 +51,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use authn::{Tokens, UserInfo};
 pub use faults::{FailMode, FaultStats, Faults, RequestMatch, WaitTimeout};
 pub use object::{ObjectRef, StoredObject};
 pub use request_info::{parse_request_path, BadPath, RequestTarget};
@@ -76,6 +81,25 @@ pub struct SimConfig {
     /// apiserver's `--request-timeout`). A write not done by its deadline is answered 504 and
     /// never applied. Default 60 s.
     pub request_timeout_max: Duration,
+    /// Authenticate bearer tokens (`Authorization: Bearer T`, registered with [`Tokens::add`]):
+    /// a request without one is `system:anonymous`, one with an unknown token gets 401. Off by
+    /// default: every request is served, and a known token only names the user in the log.
+    pub authentication: bool,
+    /// Authorize every API request with RBAC over the stored Roles, ClusterRoles and bindings
+    /// (`system:masters` bypasses it), and enforce impersonation; implies `authentication`.
+    /// The bootstrap roles (`cluster-admin`, `system:discovery`, `system:basic-user`,
+    /// `system:public-info-viewer`) and their bindings are stored at start. Off by default.
+    pub rbac: bool,
+    /// The token of the admin kubeconfig ([`RunningSim::kubeconfig_yaml`]): user
+    /// `apisim-admin`, group `system:masters`. Default: a random UUID.
+    pub admin_token: String,
+}
+
+impl SimConfig {
+    /// Whether requests are authenticated (`authentication` or `rbac`).
+    pub fn authenticates(&self) -> bool {
+        self.authentication || self.rbac
+    }
 }
 
 impl Default for SimConfig {
@@ -86,6 +110,9 @@ impl Default for SimConfig {
             default_watch_timeout: Duration::from_secs(1800),
             too_large_rv_wait: Duration::from_secs(3),
             request_timeout_max: Duration::from_secs(60),
+            authentication: false,
+            rbac: false,
+            admin_token: uuid::Uuid::new_v4().to_string(),
         }
     }
 }
@@ -97,18 +124,30 @@ pub struct Sim {
     store: Arc<Store>,
     faults: Faults,
     log: RequestLog,
+    tokens: Tokens,
 }
 
 impl Sim {
     /// A fresh simulator with the default namespaces.
     pub fn new(config: SimConfig) -> Self {
         let store = Arc::new(Store::new(config.history_window));
+        if config.rbac {
+            rbac::seed_bootstrap(&store);
+        }
+        let tokens = Tokens::default();
+        tokens.add(&config.admin_token, authn::ADMIN_USER, &[authn::MASTERS]);
         Sim {
             faults: Faults::new(store.clone()),
             store,
             log: RequestLog::default(),
+            tokens,
             config,
         }
+    }
+
+    /// The bearer tokens this simulator accepts (the admin token included).
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
     }
 
     /// Direct access to the storage.
@@ -127,6 +166,7 @@ impl Sim {
             store: self.store.clone(),
             faults: self.faults.clone(),
             log: self.log.clone(),
+            tokens: self.tokens.clone(),
             config: self.config.clone(),
             address: local.to_string(),
         };
@@ -209,18 +249,36 @@ impl RunningSim {
         &self.sim.config
     }
 
-    /// A kubeconfig whose current context points at this simulator over plain HTTP.
+    /// The bearer tokens this simulator accepts; register more while it serves.
+    pub fn tokens(&self) -> &Tokens {
+        &self.sim.tokens
+    }
+
+    /// The admin kubeconfig: its current context points at this simulator over plain HTTP
+    /// with the admin token (user `apisim-admin`, group `system:masters`).
     pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_yaml_for(&self.sim.config.admin_token)
+    }
+
+    /// A kubeconfig like [`RunningSim::kubeconfig_yaml`] that authenticates with `token`
+    /// (register it with [`Tokens::add`] first).
+    pub fn kubeconfig_yaml_for(&self, token: &str) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user: {{}}\npreferences: {{}}\n",
-            self.url()
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user:\n    token: {}\npreferences: {{}}\n",
+            self.url(),
+            serde_json::Value::String(token.to_string())
         )
     }
 
     /// Writes [`RunningSim::kubeconfig_yaml`] to `path`.
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> anyhow::Result<()> {
+        self.write_kubeconfig_for(path, &self.sim.config.admin_token)
+    }
+
+    /// Writes [`RunningSim::kubeconfig_yaml_for`] `token` to `path`.
+    pub fn write_kubeconfig_for(&self, path: impl AsRef<Path>, token: &str) -> anyhow::Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.kubeconfig_yaml())
+        std::fs::write(path, self.kubeconfig_yaml_for(token))
             .map_err(|e| anyhow::anyhow!("cannot write kubeconfig {}: {e}", path.display()))
     }
 

@@ -40,6 +40,8 @@ pub struct App {
     pub faults: Faults,
     /// Request log.
     pub log: RequestLog,
+    /// Accepted bearer tokens.
+    pub tokens: crate::authn::Tokens,
     /// Configuration.
     pub config: SimConfig,
     /// `host:port` the server listens on (for `/api`).
@@ -104,10 +106,16 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let impersonated_user = req
-        .headers()
-        .get("impersonate-user")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    let impersonation = crate::authz::Impersonation::from_headers(req.headers());
+    let credentials = app.tokens.credentials(
+        req.headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let request_uri = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
         .unwrap_or_default();
     let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
         Ok(b) => b,
@@ -138,6 +146,12 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(p) => RequestInfo::parse(method.as_str(), p, &q),
         Err(_) => RequestInfo::default(),
     };
+    // With authentication on: the token's user, `system:anonymous`, or None (401).
+    let authenticated = if app.config.authenticates() {
+        crate::authn::authenticated(&credentials)
+    } else {
+        None
+    };
     let seq = app.log.record(RequestRecord {
         method: method.to_string(),
         path: path.clone(),
@@ -148,8 +162,14 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         status: 0,
         body: logged_body,
         seq: 0,
-        user: String::new(),
-        impersonated_user: impersonated_user.clone(),
+        user: match (&authenticated, &credentials) {
+            (Some(u), _) => u.name.clone(),
+            (None, crate::authn::Credentials::User(u)) if !app.config.authenticates() => {
+                u.name.clone()
+            }
+            _ => String::new(),
+        },
+        impersonated_user: impersonation.user.clone(),
         target: info.target(),
         written_rv: None,
     });
@@ -177,6 +197,9 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                     table: crate::table::wants_table(&accept),
                     deadline: None,
                     received,
+                    user: authenticated.as_ref(),
+                    impersonation: &impersonation,
+                    request_uri: &request_uri,
                 },
                 body,
             )
@@ -192,9 +215,32 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 /// Serves one API request (recorded already).
 async fn serve(app: &Arc<App>, ctx: &Ctx<'_>, body: Bytes) -> Response {
     let (method, path) = (ctx.method, ctx.path);
+    // Authentication, then impersonation, as the apiserver's filters run them.
+    let impersonated;
+    let mut ctx = Ctx { ..*ctx };
+    if app.config.authenticates() {
+        let Some(requestor) = ctx.user else {
+            return error_response(&unauthorized());
+        };
+        if !ctx.impersonation.is_empty() {
+            match crate::authz::impersonate(
+                &app.store,
+                app.config.rbac,
+                requestor,
+                ctx.impersonation,
+                ctx.request_uri,
+            ) {
+                crate::authz::Impersonated::As(u) => impersonated = u,
+                crate::authz::Impersonated::Refused(e) if e.code == 500 => {
+                    return plain_response(500, &e.message)
+                }
+                crate::authz::Impersonated::Refused(e) => return error_response(&e),
+            }
+            ctx.user = Some(&impersonated);
+        }
+    }
     // The deadline of every request that is not long-running (watches are), as the
     // apiserver's WithRequestDeadline filter sets it; only writes act on it.
-    let mut ctx = Ctx { ..*ctx };
     if ctx.info.verb != "watch" {
         let max = app.config.request_timeout_max;
         match crate::deadline::request_deadline(ctx.q, ctx.received, max) {
@@ -223,6 +269,14 @@ async fn serve(app: &Arc<App>, ctx: &Ctx<'_>, body: Bytes) -> Response {
     if let Some(f) = app.faults.take_failure_for(method.as_str(), path) {
         tracing::debug!(%method, %path, ?f, "injected failure");
         return error_response(&f.error());
+    }
+    if app.config.rbac {
+        if let Some(user) = ctx.user {
+            let a = attributes(ctx.info, user);
+            if let Err(reason) = crate::authz::authorize(&app.store, true, &a) {
+                return error_response(&crate::authz::forbidden(&a, &reason));
+            }
+        }
     }
     match route(app, ctx, body).await {
         Ok(r) => r,
@@ -313,6 +367,50 @@ struct Ctx<'a> {
     deadline: Option<std::time::Instant>,
     /// When the request arrived.
     received: std::time::Instant,
+    /// The user the request acts as (after impersonation); None when authentication is off.
+    user: Option<&'a crate::authn::UserInfo>,
+    /// The impersonation headers.
+    impersonation: &'a crate::authz::Impersonation,
+    /// The request URI as sent (for the impersonation filter's internal error).
+    request_uri: &'a str,
+}
+
+/// The authorizer's view of a request acting as `user`.
+fn attributes(info: &RequestInfo, user: &crate::authn::UserInfo) -> crate::rbac::Attributes {
+    crate::rbac::Attributes {
+        user: user.clone(),
+        verb: info.verb.clone(),
+        resource_request: info.resource_request,
+        group: info.group.clone(),
+        version: info.version.clone(),
+        resource: info.resource.clone(),
+        subresource: info.subresource.clone(),
+        namespace: info.namespace.clone(),
+        name: info.name.clone(),
+        path: info.path.clone(),
+    }
+}
+
+/// The 401 of a request whose credentials do not authenticate (`NewUnauthorized("Unauthorized")`).
+fn unauthorized() -> ApiError {
+    ApiError {
+        code: 401,
+        reason: "Unauthorized".into(),
+        message: "Unauthorized".into(),
+        details: None,
+        continue_token: None,
+    }
+}
+
+/// A plain-text answer, as net/http's `http.Error` writes one.
+fn plain_response(code: u16, text: &str) -> Response {
+    let mut r = Response::new(Body::from(format!("{text}\n")));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 /// Whether a request verb writes.
@@ -433,6 +531,12 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
     };
     // Legacy watch paths: `/api/v1/watch/...` and `/apis/G/V/watch/...` watch what the path
     // without `watch` names; a trailing object name becomes a `metadata.name` field selector.
+    if ctx.info.resource_request
+        && ctx.info.group == crate::access_review::GROUP
+        && ctx.info.version == "v1"
+    {
+        return access_review(app, ctx, &body);
+    }
     let mut t = resolve(&app.store, ctx.info)?;
     if ctx.info.verb_via_path {
         if method != Method::GET || t.sub.is_some() {
@@ -761,6 +865,16 @@ fn patch_object(
             }
             obj["metadata"]["name"] = json!(name);
             check_new_name(&t.rt, &obj)?;
+            // The patch handler authorizes the create an apply makes (`withAuthorization`).
+            if let (true, Some(user)) = (app.config.rbac, ctx.user) {
+                let a = crate::rbac::Attributes {
+                    verb: "create".into(),
+                    ..attributes(ctx.info, user)
+                };
+                if let Err(reason) = crate::authz::authorize(&app.store, true, &a) {
+                    return Err(crate::authz::forbidden(&a, &reason));
+                }
+            }
             let nsopt = if t.rt.namespaced { Some(ns) } else { None };
             let o = app.store.create_with(t.rid, nsopt, obj, &opts)?;
             if !opts.dry_run {
@@ -770,6 +884,35 @@ fn patch_object(
         }
         Err(e) => Err(e),
     }
+}
+
+/// `authorization.k8s.io/v1`: SelfSubjectAccessReview and SelfSubjectRulesReview (create only).
+fn access_review(app: &App, ctx: &Ctx<'_>, body: &[u8]) -> Result<Response, ApiError> {
+    let info = ctx.info;
+    let kind = match info.resource.as_str() {
+        "selfsubjectaccessreviews" => "SelfSubjectAccessReview",
+        "selfsubjectrulesreviews" => "SelfSubjectRulesReview",
+        _ => return Err(ApiError::no_route(&info.path)),
+    };
+    if info.parts.len() != 1 || !info.namespace.is_empty() {
+        return Err(ApiError::no_route(&info.path));
+    }
+    if *ctx.method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "{} is not supported on {}",
+            ctx.method, ctx.path
+        )));
+    }
+    let review: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the {kind} body is not valid JSON: {e}")))?;
+    let anonymous = crate::authn::UserInfo::anonymous();
+    let user = ctx.user.unwrap_or(&anonymous);
+    let v = if kind == "SelfSubjectAccessReview" {
+        crate::access_review::self_subject_access_review(&app.store, app.config.rbac, user, review)?
+    } else {
+        crate::access_review::self_subject_rules_review(&app.store, user, review)?
+    };
+    Ok(value_response(201, &v))
 }
 
 /// Serializes a list page without re-parsing the stored objects.

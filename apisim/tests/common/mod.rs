@@ -93,6 +93,17 @@ pub async fn raw(
     path: &str,
     body: Option<(&str, &str)>,
 ) -> Raw {
+    raw_with(addr, method, path, &[], body).await
+}
+
+/// [`raw`] with extra request headers (`Authorization`, `Impersonate-User`, ...).
+pub async fn raw_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<(&str, &str)>,
+) -> Raw {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (ct, payload) = body.unwrap_or(("", ""));
@@ -102,6 +113,9 @@ pub async fn raw(
     );
     if !ct.is_empty() {
         req.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
     req.push_str(payload);
