@@ -6,7 +6,8 @@
 //! weight of Deployment operations in churn, default 0), `--bookmark-interval-ms MS`,
 //! `--history-window N`, `--authentication` (bearer tokens; no token is `system:anonymous`),
 //! `--rbac` (RBAC and impersonation enforced; implies `--authentication`),
-//! `--token TOKEN,USER[,GROUP...]` (repeatable; the token file's column order), `--admin-token TOKEN` (the kubeconfig's).
+//! `--token TOKEN,USER[,GROUP...]` (repeatable; the token file's column order), `--admin-token TOKEN` (the kubeconfig's),
+//! `--tls` (serve HTTPS with the built-in certificate; kubectl sends credentials only over https).
 
 use std::time::Duration;
 
@@ -90,6 +91,7 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             "--authentication" => a.config.authentication = true,
             "--rbac" => a.config.rbac = true,
+            "--tls" => a.config.tls = true,
             "--admin-token" => a.config.admin_token = val()?,
             "--token" => {
                 let v = val()?;

@@ -43,6 +43,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod timestamps;
+pub mod tls;
 pub mod watch;
 pub mod workload;
 
@@ -93,6 +94,9 @@ pub struct SimConfig {
     /// The token of the admin kubeconfig ([`RunningSim::kubeconfig_yaml`]): user
     /// `apisim-admin`, group `system:masters`. Default: a random UUID.
     pub admin_token: String,
+    /// Serve HTTPS with the built-in self-signed certificate ([`tls`]): kubectl sends tokens
+    /// and `--as` only to an https server. Kubeconfigs then carry the certificate. Default off.
+    pub tls: bool,
 }
 
 impl SimConfig {
@@ -113,6 +117,7 @@ impl Default for SimConfig {
             authentication: false,
             rbac: false,
             admin_token: uuid::Uuid::new_v4().to_string(),
+            tls: false,
         }
     }
 }
@@ -172,12 +177,16 @@ impl Sim {
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let router = server::router(app);
-        // Watch events are small writes: without TCP_NODELAY, Nagle's algorithm and the
-        // client's delayed ACK hold some of them back by up to 40 ms.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
+        let tls = self.config.tls;
         let task = tokio::spawn(async move {
+            if tls {
+                return tls::serve(listener, router, stop_rx).await;
+            }
+            // Watch events are small writes: without TCP_NODELAY, Nagle's algorithm and the
+            // client's delayed ACK hold some of them back by up to 40 ms.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let r = axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
                     let _ = stop_rx.await;
@@ -187,7 +196,7 @@ impl Sim {
                 tracing::error!(error = %e, "apisim server stopped with an error");
             }
         });
-        tracing::info!(url = %format!("http://{local}"), "apisim listening");
+        tracing::info!(url = %format!("{}://{local}", if tls { "https" } else { "http" }), "apisim listening");
         Ok(RunningSim {
             sim: self,
             addr: local,
@@ -219,9 +228,10 @@ pub struct RunningSim {
 }
 
 impl RunningSim {
-    /// Base URL, `http://127.0.0.1:PORT`.
+    /// Base URL, `http://127.0.0.1:PORT` (`https://` with `SimConfig::tls`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.sim.config.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The bound address.
@@ -263,8 +273,19 @@ impl RunningSim {
     /// A kubeconfig like [`RunningSim::kubeconfig_yaml`] that authenticates with `token`
     /// (register it with [`Tokens::add`] first).
     pub fn kubeconfig_yaml_for(&self, token: &str) -> String {
+        // Over https the cluster trusts the built-in certificate; over http, client-node 1.x
+        // needs insecure-skip-tls-verify to accept the server at all.
+        let trust = if self.sim.config.tls {
+            use base64::Engine;
+            format!(
+                "certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(tls::CERT_PEM)
+            )
+        } else {
+            "insecure-skip-tls-verify: true".to_string()
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user:\n    token: {}\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: apisim\n  cluster:\n    server: {}\n    {trust}\ncontexts:\n- name: apisim\n  context:\n    cluster: apisim\n    user: apisim\n    namespace: default\ncurrent-context: apisim\nusers:\n- name: apisim\n  user:\n    token: {}\npreferences: {{}}\n",
             self.url(),
             serde_json::Value::String(token.to_string())
         )

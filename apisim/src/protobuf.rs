@@ -1,11 +1,14 @@
 //! Decoding of Kubernetes protobuf request bodies for the kinds kubectl's imperative generators
-//! create with the typed clientset (`kubectl create namespace|configmap|secret`).
+//! create with the typed clientset (`kubectl create namespace|configmap|secret`) and the access
+//! reviews `kubectl auth can-i` creates.
 //!
 //! Invariant: a protobuf body decodes either to the same JSON object kubectl would have sent as JSON
 //! (for the fields listed below) or to a 415 naming the kind and the reason; it is never stored
 //! half-decoded. Decoded fields: ObjectMeta name, generateName, namespace, labels, annotations,
 //! finalizers; ConfigMap data, binaryData, immutable; Secret data, stringData, type, immutable;
-//! Namespace spec.finalizers. Other fields are skipped.
+//! Namespace spec.finalizers; SelfSubjectAccessReview spec.resourceAttributes (namespace, verb,
+//! group, version, resource, subresource, name) and spec.nonResourceAttributes (path, verb);
+//! SelfSubjectRulesReview spec.namespace. Other fields are skipped.
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -189,10 +192,55 @@ fn body(kind: &str, raw: &[u8]) -> Result<Value, ApiError> {
                 }
                 o.insert("spec".into(), Value::Object(spec));
             }
+            ("SelfSubjectAccessReview", 2, Field::Bytes(s)) => {
+                let mut spec = Map::new();
+                let mut sr = Reader::new(s);
+                while let Some((n, f)) = sr.next()? {
+                    match (n, f) {
+                        (1, Field::Bytes(x)) => {
+                            let names = [
+                                "namespace",
+                                "verb",
+                                "group",
+                                "version",
+                                "resource",
+                                "subresource",
+                                "name",
+                            ];
+                            spec.insert("resourceAttributes".into(), strings(x, &names)?);
+                        }
+                        (2, Field::Bytes(x)) => {
+                            spec.insert(
+                                "nonResourceAttributes".into(),
+                                strings(x, &["path", "verb"])?,
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                o.insert("spec".into(), Value::Object(spec));
+            }
+            ("SelfSubjectRulesReview", 2, Field::Bytes(s)) => {
+                o.insert("spec".into(), strings(s, &["namespace"])?);
+            }
             _ => {}
         }
     }
     Ok(Value::Object(o))
+}
+
+/// A message of string fields numbered 1.. in the order of `names`; empty ones are left out.
+fn strings(b: &[u8], names: &[&str]) -> Result<Value, ApiError> {
+    let mut m = Map::new();
+    let mut r = Reader::new(b);
+    while let Some((n, f)) = r.next()? {
+        if let (Some(name), Field::Bytes(x)) = (names.get((n as usize).wrapping_sub(1)), f) {
+            if !x.is_empty() {
+                m.insert(name.to_string(), json!(string(x)?));
+            }
+        }
+    }
+    Ok(Value::Object(m))
 }
 
 /// Decodes a `application/vnd.kubernetes.protobuf` body into the equivalent JSON object.
@@ -223,10 +271,14 @@ pub fn decode(buf: &[u8]) -> Result<Value, ApiError> {
     }
     if !matches!(
         (api_version.as_str(), kind.as_str()),
-        ("v1", "ConfigMap") | ("v1", "Secret") | ("v1", "Namespace")
+        ("v1", "ConfigMap")
+            | ("v1", "Secret")
+            | ("v1", "Namespace")
+            | ("authorization.k8s.io/v1", "SelfSubjectAccessReview")
+            | ("authorization.k8s.io/v1", "SelfSubjectRulesReview")
     ) {
         return Err(unsupported(format!(
-            "protobuf bodies are accepted only for v1 ConfigMap, Secret and Namespace (got {api_version} {kind}); send JSON"
+            "protobuf bodies are accepted only for v1 ConfigMap, Secret, Namespace and authorization.k8s.io/v1 SelfSubjectAccessReview, SelfSubjectRulesReview (got {api_version} {kind}); send JSON"
         )));
     }
     let mut v = body(&kind, raw.unwrap_or_default())?;
@@ -257,6 +309,23 @@ mod tests {
         assert_eq!(
             v,
             json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg","namespace":"ns","labels":{"app":"x"}},"data":{"k":"v"}})
+        );
+    }
+
+    #[test]
+    fn decodes_a_self_subject_access_review() {
+        let attrs = [field(1, b"team-a"), field(2, b"patch"), field(5, b"pods")].concat();
+        let spec = field(1, &attrs);
+        let raw = [field(1, &[]), field(2, &spec)].concat();
+        let tm = [
+            field(1, b"authorization.k8s.io/v1"),
+            field(2, b"SelfSubjectAccessReview"),
+        ]
+        .concat();
+        let body = [MAGIC.to_vec(), field(1, &tm), field(2, &raw)].concat();
+        assert_eq!(
+            decode(&body).unwrap()["spec"],
+            json!({"resourceAttributes": {"namespace": "team-a", "verb": "patch", "resource": "pods"}})
         );
     }
 
