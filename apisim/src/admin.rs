@@ -173,6 +173,18 @@ fn run(app: &App, method: &Method, path: &str, q: &Query) -> Result<Value, ApiEr
                             "status": r.status,
                             "body": r.body,
                             "seq": r.seq,
+                            "user": r.user,
+                            "impersonatedUser": r.impersonated_user,
+                            "target": {
+                                "verb": r.target.verb,
+                                "group": r.target.group,
+                                "version": r.target.version,
+                                "resource": r.target.resource,
+                                "namespace": r.target.namespace,
+                                "name": r.target.name,
+                                "subresource": r.target.subresource,
+                            },
+                            "writtenResourceVersion": r.written_rv,
                         })
                     })
                     .collect(),

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use apisim::{RunningSim, SimConfig};
@@ -19,44 +19,16 @@ use serde_json::json;
 
 const SA: &str = "system:serviceaccount:wasm-informer:wasm-informer-p";
 
-fn kubectl_path() -> PathBuf {
-    for p in ["/usr/bin/kubectl", "/usr/local/bin/kubectl"] {
-        if Path::new(p).exists() {
-            return PathBuf::from(p);
-        }
-    }
-    panic!(
-        "kubectl is NOT installed: these tests need the real kubectl (apt-get install -y kubectl)"
-    );
-}
-
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
 async fn kubectl(dir: &Path, kubeconfig: &str, args: &[&str]) -> Out {
-    let o = tokio::time::timeout(
-        PATIENCE,
-        tokio::process::Command::new(kubectl_path())
-            .args(args)
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .env("KUBECONFIG", dir.join(kubeconfig))
-            .env("HOME", dir)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-    .expect("kubectl runs");
-    Out {
-        ok: o.status.success(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    let mut c = tokio::process::Command::new(kubectl_path());
+    c.args(args)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .env("KUBECONFIG", dir.join(kubeconfig))
+        .env("HOME", dir)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    kubectl_output(c, args).await
 }
 
 /// A simulator enforcing RBAC with namespaces team-a and wasm-informer, pod `web` in team-a,

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -16,27 +15,9 @@ use common::*;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-fn kubectl_path() -> PathBuf {
-    for p in ["/usr/bin/kubectl", "/usr/local/bin/kubectl"] {
-        if Path::new(p).exists() {
-            return PathBuf::from(p);
-        }
-    }
-    panic!(
-        "\n\n*** kubectl is NOT installed: these tests need the real kubectl. ***\n\
-         *** Install it with: apt-get update && apt-get install -y kubectl ***\n\n"
-    );
-}
-
 struct Kubectl {
     sim: RunningSim,
     dir: tempfile::TempDir,
-}
-
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
 }
 
 impl Kubectl {
@@ -61,15 +42,7 @@ impl Kubectl {
     }
 
     async fn run(&self, args: &[&str]) -> Out {
-        let o = tokio::time::timeout(PATIENCE, self.command(args).output())
-            .await
-            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-            .expect("kubectl runs");
-        Out {
-            ok: o.status.success(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        kubectl_output(self.command(args), args).await
     }
 
     async fn ok(&self, args: &[&str]) -> String {

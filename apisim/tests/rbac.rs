@@ -87,6 +87,12 @@ fn binding(
     );
 }
 
+/// A Role and a RoleBinding of the same name granting it to `subjects`.
+fn grant(sim: &RunningSim, ns: &str, name: &str, rules: Value, subjects: Value) {
+    role(sim, ns, name, rules);
+    binding(sim, Some(ns), name, "Role", name, subjects);
+}
+
 fn ns(sim: &RunningSim, name: &str) {
     sim.store().create_namespace(name).unwrap();
 }
@@ -361,18 +367,11 @@ async fn apply_that_creates_also_needs_create() {
     let sim = rbac_sim().await;
     ns(&sim, "team-a");
     sim.tokens().add("t", "alice", &[]);
-    role(
+    grant(
         &sim,
         "team-a",
         "patcher",
         json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}]),
-    );
-    binding(
-        &sim,
-        Some("team-a"),
-        "patcher",
-        "Role",
-        "patcher",
         json!([{"kind": "User", "name": "alice"}]),
     );
     let apply =
@@ -395,18 +394,11 @@ async fn apply_that_creates_also_needs_create() {
     );
     assert_eq!(state(&sim), before);
     // With create as well, the same apply creates; and patch alone then updates it.
-    role(
+    grant(
         &sim,
         "team-a",
         "creator",
         json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]),
-    );
-    binding(
-        &sim,
-        Some("team-a"),
-        "creator",
-        "Role",
-        "creator",
         json!([{"kind": "User", "name": "alice"}]),
     );
     let r = call(
@@ -520,33 +512,19 @@ async fn impersonation_needs_the_impersonate_permission_and_then_acts_as_the_acc
         .unwrap();
     sim.tokens().add("host", "wasm-informer-host", &[]);
     // The host may impersonate exactly the plugin's service account.
-    role(
+    grant(
         &sim,
         "wasm-informer",
         "imp",
         json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"], "resourceNames": ["wasm-informer-p"]}]),
-    );
-    binding(
-        &sim,
-        Some("wasm-informer"),
-        "imp",
-        "Role",
-        "imp",
         json!([{"kind": "User", "name": "wasm-informer-host"}]),
     );
     // The plugin's account may patch pods in team-a, the host itself may not.
-    role(
+    grant(
         &sim,
         "team-a",
         "p",
         json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]),
-    );
-    binding(
-        &sim,
-        Some("team-a"),
-        "p",
-        "Role",
-        "p",
         json!([{"kind": "Group", "name": "system:serviceaccounts:wasm-informer"}]),
     );
     let p = Some((

@@ -129,6 +129,18 @@ async fn written_rv_is_the_resource_version_the_store_committed() {
         .map(|c| c.rv)
         .collect();
     assert_eq!(logged, store);
+    // The admin endpoint shows the same fields.
+    let admin = raw(a, "GET", "/_sim/requests", None).await.json();
+    let post = admin
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "POST")
+        .unwrap()
+        .clone();
+    assert_eq!(post["writtenResourceVersion"], json!(logged[0]));
+    assert_eq!(post["target"]["resource"], "configmaps");
+    assert_eq!(post["target"]["verb"], "create");
     sim.shutdown().await;
 }
 

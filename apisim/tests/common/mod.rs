@@ -165,3 +165,36 @@ pub fn client_once(sim: &RunningSim) -> kube::Client {
     cfg.default_retry = false;
     kube::Client::try_from(cfg).expect("client builds")
 }
+
+/// The real kubectl; panics naming it when it is not installed (tests never skip).
+pub fn kubectl_path() -> std::path::PathBuf {
+    for p in ["/usr/bin/kubectl", "/usr/local/bin/kubectl"] {
+        if std::path::Path::new(p).exists() {
+            return std::path::PathBuf::from(p);
+        }
+    }
+    panic!(
+        "\n\n*** kubectl is NOT installed: these tests need the real kubectl. ***\n\
+         *** Install it with: apt-get update && apt-get install -y kubectl ***\n\n"
+    );
+}
+
+/// What one kubectl run printed.
+pub struct Out {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs a prepared kubectl command (`args` name it in a timeout's panic) within PATIENCE.
+pub async fn kubectl_output(mut cmd: tokio::process::Command, args: &[&str]) -> Out {
+    let o = tokio::time::timeout(PATIENCE, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+        .expect("kubectl runs");
+    Out {
+        ok: o.status.success(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
