@@ -662,3 +662,68 @@ async fn self_subject_access_review_answers_as_the_authorizer_decides() {
         .any(|x| x["name"] == "selfsubjectaccessreviews"));
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonated_groups_are_checked_and_then_authorize_the_request() {
+    let sim = rbac_sim().await;
+    ns(&sim, "team-a");
+    sim.tokens().add("host", "wasm-informer-host", &[]);
+    grant(
+        &sim,
+        "team-a",
+        "devs",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]),
+        json!([{"kind": "Group", "name": "devs"}]),
+    );
+    let admin = format!("Bearer {}", sim.config().admin_token);
+    let pods = "/api/v1/namespaces/team-a/pods";
+    let with = |h: Vec<(&'static str, String)>| {
+        let sim = &sim;
+        async move {
+            let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            raw_with(sim.addr(), "GET", pods, &h, None).await
+        }
+    };
+    // As eve alone: no binding names her.
+    let r = with(vec![
+        ("Authorization", admin.clone()),
+        ("Impersonate-User", "eve".into()),
+    ])
+    .await;
+    assert_eq!(r.code, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"pods is forbidden: User "eve" cannot list resource "pods" in API group "" in the namespace "team-a""#
+    );
+    // As eve in group devs: the group's binding allows the list.
+    let r = with(vec![
+        ("Authorization", admin.clone()),
+        ("Impersonate-User", "eve".into()),
+        ("Impersonate-Group", "devs".into()),
+    ])
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    // The host may impersonate neither the user nor the group.
+    let r = with(vec![
+        ("Authorization", "Bearer host".into()),
+        ("Impersonate-User", "eve".into()),
+        ("Impersonate-Group", "devs".into()),
+    ])
+    .await;
+    assert_eq!(
+        r.json()["message"],
+        r#"users "eve" is forbidden: User "wasm-informer-host" cannot impersonate resource "users" in API group "" at the cluster scope"#
+    );
+    // A group without a user is the impersonation filter's internal error.
+    let r = with(vec![
+        ("Authorization", admin.clone()),
+        ("Impersonate-Group", "devs".into()),
+    ])
+    .await;
+    assert_eq!(r.code, 500);
+    assert_eq!(
+        r.body,
+        format!("Internal Server Error: \"{pods}\": requested [{{Group  devs    }}] without impersonating a user\n")
+    );
+    sim.shutdown().await;
+}
