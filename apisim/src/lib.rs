@@ -21,6 +21,7 @@ pub mod continue_token;
 pub mod crd;
 pub mod deployment;
 pub mod discovery;
+pub mod events;
 pub mod faults;
 pub mod managed;
 pub mod object;
@@ -35,6 +36,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod timestamps;
+pub mod views;
 pub mod watch;
 pub mod workload;
 

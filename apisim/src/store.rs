@@ -22,6 +22,7 @@ use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
 use crate::timestamps;
+use crate::views;
 
 /// Type of a change, as sent in watch events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +241,17 @@ impl Inner {
     fn table_ref(&self, rid: ResourceId) -> Option<&Table> {
         self.tables.get(rid.0)
     }
+}
+
+/// What a watch follows (see [`Store::watch_target`]).
+#[derive(Debug, Clone)]
+pub struct WatchTarget {
+    /// The type whose changes are followed.
+    pub stored: ResourceId,
+    /// The conversion of its objects to the watched type, when that is a view.
+    pub present: Option<fn(&Value) -> Value>,
+    /// The field selector in the stored type's labels.
+    pub fields: FieldSelector,
 }
 
 /// The in-memory API storage. Cheap to share (`Arc<Store>`); all methods take `&self`.
@@ -540,8 +552,14 @@ impl Store {
         obj: Value,
         opts: &WriteOptions,
     ) -> Result<ObjectRef, ApiError> {
-        let rt = self.registry.get(rid);
-        let (mut obj, ns, name) = self.prepare_new(&rt, namespace, obj)?;
+        let served = self.registry.get(rid);
+        let (srid, view) = self.storage_of(rid);
+        let rt = self.registry.get(srid);
+        let (obj, ns, name) = self.prepare_new(&served, namespace, obj)?;
+        let mut obj = match view {
+            Some(v) => (v.to_storage)(obj),
+            None => obj,
+        };
         let ns_rid = self.rid("v1", "namespaces");
         if rt.kind == "CustomResourceDefinition" {
             crd::validate(&obj)?;
@@ -552,9 +570,6 @@ impl Store {
                 return Err(ApiError::not_found("namespaces", &ns));
             }
             let key = key_of(&ns, &name);
-            if inner.table(rid).latest(&key).is_some() {
-                return Err(ApiError::already_exists(&rt.qualified_plural(), &name));
-            }
             let rv = inner.rv + 1;
             let meta = obj["metadata"]
                 .as_object_mut()
@@ -569,6 +584,9 @@ impl Store {
             meta.remove("deletionGracePeriodSeconds");
             default_status(&rt, &mut obj);
             normalize(&rt, &mut obj);
+            if inner.table(srid).latest(&key).is_some() {
+                return Err(ApiError::already_exists(&served.qualified_plural(), &name));
+            }
             if deployment::is_deployment(&rt) {
                 deployment::complete_rollout(&mut obj, &now_timestamp());
             }
@@ -579,18 +597,68 @@ impl Store {
                 if let Some(m) = obj["metadata"].as_object_mut() {
                     m.remove("resourceVersion");
                 }
-                return Ok(Arc::new(StoredObject::from_value(&rt, &obj)));
+                let would = Arc::new(StoredObject::from_value(&rt, &obj));
+                return Ok(self.present(rid, view, would));
             }
             let so = Arc::new(StoredObject::from_value(&rt, &obj));
             inner.rv = rv;
-            self.commit(&mut inner, rid, ChangeType::Added, so.clone(), None);
+            self.commit(&mut inner, srid, ChangeType::Added, so.clone(), None);
             so
         };
         self.notify(created.rv);
         if rt.kind == "CustomResourceDefinition" {
             crd::register(&self.registry, &created.value());
         }
-        Ok(created)
+        Ok(self.present(rid, view, created))
+    }
+
+    /// The storage type of `rid`: itself, or the type a view ([`views::View`]) is stored as.
+    fn storage_of(&self, rid: ResourceId) -> (ResourceId, Option<&'static views::View>) {
+        match views::of(&self.registry.get(rid)) {
+            Some(v) => {
+                let (g, ver, p) = v.storage;
+                let srid = self
+                    .registry
+                    .find(g, ver, p)
+                    .expect("the storage of a view is a built-in type");
+                (srid, Some(v))
+            }
+            None => (rid, None),
+        }
+    }
+
+    /// A stored object as `rid` serves it (converted when `rid` is a view).
+    fn present(&self, rid: ResourceId, view: Option<&views::View>, o: ObjectRef) -> ObjectRef {
+        match view {
+            None => o,
+            Some(v) => Arc::new(StoredObject::from_value(
+                &self.registry.get(rid),
+                &(v.present)(&o.value()),
+            )),
+        }
+    }
+
+    /// What a watch of `rid` follows: the storage type's changes, converted when `rid` is a
+    /// view, filtered by the field selector in the storage type's labels.
+    pub fn watch_target(
+        &self,
+        rid: ResourceId,
+        fields: &FieldSelector,
+    ) -> Result<WatchTarget, ApiError> {
+        let rt = self.registry.get(rid);
+        validate_fields(&rt, fields)?;
+        Ok(match self.storage_of(rid) {
+            (stored, Some(v)) => WatchTarget {
+                stored,
+                present: Some(v.present),
+                fields: v.translate_fields(fields)?,
+            },
+            (stored, None) => WatchTarget {
+                stored,
+                present: None,
+                fields: fields.clone(),
+            },
+        })
     }
 
     /// The garbage collector's view of an object created through the API: one whose owner
@@ -627,11 +695,15 @@ impl Store {
 
     /// Reads the latest version of one object.
     pub fn get(&self, rid: ResourceId, namespace: &str, name: &str) -> Result<ObjectRef, ApiError> {
-        let inner = self.inner.read();
-        inner
-            .table_ref(rid)
+        let (srid, view) = self.storage_of(rid);
+        let found = self
+            .inner
+            .read()
+            .table_ref(srid)
             .and_then(|t| t.latest(&key_of(namespace, name)))
-            .cloned()
+            .cloned();
+        found
+            .map(|o| self.present(rid, view, o))
             .ok_or_else(|| ApiError::not_found(&self.registry.get(rid).qualified_plural(), name))
     }
 
@@ -714,18 +786,23 @@ impl Store {
         is_put: bool,
         opts: &WriteOptions,
     ) -> Result<ObjectRef, ApiError> {
-        let rt = self.registry.get(rid);
-        let qp = rt.qualified_plural();
+        let served = self.registry.get(rid);
+        let (srid, view) = self.storage_of(rid);
+        let rt = self.registry.get(srid);
+        let qp = served.qualified_plural();
         let key = key_of(namespace, name);
         let result = {
             let mut inner = self.inner.write();
             let old = inner
-                .table(rid)
+                .table(srid)
                 .latest(&key)
                 .cloned()
                 .ok_or_else(|| ApiError::not_found(&qp, name))?;
             let old_v = old.value();
-            let mut new_v = f(old_v.clone())?;
+            let mut new_v = match view {
+                Some(v) => f((v.present)(&old_v))?,
+                None => f(old_v.clone())?,
+            };
             if !new_v.is_object() {
                 return Err(ApiError::bad_request(format!(
                     "the body of the request for {qp} \"{name}\" must be a JSON object"
@@ -734,7 +811,10 @@ impl Store {
             if !new_v.get("metadata").is_some_and(|m| m.is_object()) {
                 new_v["metadata"] = json!({});
             }
-            for (field, expected) in [("apiVersion", rt.api_version()), ("kind", rt.kind.clone())] {
+            for (field, expected) in [
+                ("apiVersion", served.api_version()),
+                ("kind", served.kind.clone()),
+            ] {
                 match new_v.get(field).and_then(|v| v.as_str()) {
                     None | Some("") => new_v[field] = json!(expected),
                     Some(x) if x == expected => {}
@@ -772,6 +852,10 @@ impl Store {
                 }
                 _ => {}
             }
+            let new_v = match view {
+                Some(v) => (v.to_storage)(new_v),
+                None => new_v,
+            };
             // Server-owned fields and subresource rules.
             let mut merged = match sub {
                 Subresource::Status => {
@@ -839,7 +923,7 @@ impl Store {
             }
             if merged == old_v {
                 // No-op: the apiserver neither bumps the resourceVersion nor emits an event.
-                return Ok(old);
+                return Ok(self.present(rid, view, old));
             }
             if sub == Subresource::Main
                 && rt.generation
@@ -855,7 +939,8 @@ impl Store {
                 crd::validate(&merged)?;
             }
             if opts.dry_run {
-                return Ok(Arc::new(StoredObject::from_value(&rt, &merged)));
+                let would = Arc::new(StoredObject::from_value(&rt, &merged));
+                return Ok(self.present(rid, view, would));
             }
             let rv = inner.rv + 1;
             inner.rv = rv;
@@ -866,9 +951,15 @@ impl Store {
             let so = Arc::new(StoredObject::from_value(&rt, &merged));
             let removed = deleting && finalizers_empty(&merged);
             if removed {
-                self.commit(&mut inner, rid, ChangeType::Deleted, so.clone(), Some(old));
+                self.commit(&mut inner, srid, ChangeType::Deleted, so.clone(), Some(old));
             } else {
-                self.commit(&mut inner, rid, ChangeType::Modified, so.clone(), Some(old));
+                self.commit(
+                    &mut inner,
+                    srid,
+                    ChangeType::Modified,
+                    so.clone(),
+                    Some(old),
+                );
             }
             (so, removed)
         };
@@ -880,7 +971,7 @@ impl Store {
         if removed {
             self.collect_garbage(&result);
         }
-        Ok(result)
+        Ok(self.present(rid, view, result))
     }
 
     /// Deletes an object. With finalizers, sets `deletionTimestamp` and keeps it (MODIFIED);
@@ -921,6 +1012,12 @@ impl Store {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<ObjectRef, ApiError> {
+        if let (srid, Some(view)) = self.storage_of(rid) {
+            return self
+                .delete_with(srid, namespace, name, opts)
+                .map(|o| self.present(rid, Some(view), o))
+                .map_err(|e| served_error(e, &self.registry.get(srid), &self.registry.get(rid)));
+        }
         let rt = self.registry.get(rid);
         let qp = rt.qualified_plural();
         let key = key_of(namespace, name);
@@ -1232,7 +1329,7 @@ impl Store {
 
     fn delete_namespace_contents(&self, ns: &str) {
         for (rid, rt) in self.registry.all() {
-            if !rt.namespaced {
+            if !rt.namespaced || views::of(&rt).is_some() {
                 continue;
             }
             let items = match self.list(rid, &ListRequest::all(Some(ns))) {
@@ -1251,6 +1348,17 @@ impl Store {
     pub fn list(&self, rid: ResourceId, req: &ListRequest) -> Result<ListPage, ApiError> {
         let rt = self.registry.get(rid);
         validate_fields(&rt, &req.fields)?;
+        if let (srid, Some(view)) = self.storage_of(rid) {
+            let mut stored_req = req.clone();
+            stored_req.fields = view.translate_fields(&req.fields)?;
+            let mut page = self.list(srid, &stored_req)?;
+            page.items = page
+                .items
+                .into_iter()
+                .map(|o| self.present(rid, Some(view), o))
+                .collect();
+            return Ok(page);
+        }
         let inner = self.inner.read();
         let (snapshot, start_after) = match &req.continue_token {
             Some(tok) if !tok.is_empty() => {
@@ -1395,6 +1503,24 @@ impl Store {
             .map(|p| p.items)
             .unwrap_or_default()
     }
+}
+
+/// An error of the storage type of a view as the view's type reports it (`events.events.k8s.io
+/// "x" not found` rather than `events "x" not found`).
+fn served_error(mut e: ApiError, storage: &ResourceType, served: &ResourceType) -> ApiError {
+    let (from, to) = (storage.qualified_plural(), served.qualified_plural());
+    e.message = e
+        .message
+        .replacen(&format!("{from} \""), &format!("{to} \""), 1);
+    if let Some(d) = e.details.as_mut().and_then(Value::as_object_mut) {
+        if d.get("kind").and_then(Value::as_str) == Some(storage.plural.as_str()) {
+            d.insert("kind".into(), json!(served.plural));
+            if !served.group.is_empty() {
+                d.insert("group".into(), json!(served.group));
+            }
+        }
+    }
+    e
 }
 
 /// Rejects field selectors on fields `rt` does not support (400 naming the field).

@@ -349,14 +349,12 @@ async fn events_k8s_io_v1_events_are_served() {
         .await
         .unwrap();
     assert_eq!(l.items.len(), 1);
-    // Separate storage from core v1 events (documented).
+    // One store: the same Event through core v1, with the core field names.
     let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
-    assert!(core
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    let core_items = core.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(core_items.len(), 1);
+    assert_eq!(core_items[0].message.as_deref(), Some("pulled image"));
+    assert_eq!(core_items[0].involved_object.name.as_deref(), Some("web"));
     // Discovery and OpenAPI know the group.
     let r = raw(sim.addr(), "GET", "/apis/events.k8s.io/v1", None).await;
     assert_eq!(r.json()["resources"][0]["kind"], "Event");
