@@ -36,6 +36,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod timestamps;
+pub mod validation;
 pub mod views;
 pub mod watch;
 pub mod workload;

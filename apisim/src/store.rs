@@ -22,6 +22,7 @@ use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
 use crate::timestamps;
+use crate::validation;
 use crate::views;
 
 /// Type of a change, as sent in watch events.
@@ -561,9 +562,6 @@ impl Store {
             None => obj,
         };
         let ns_rid = self.rid("v1", "namespaces");
-        if rt.kind == "CustomResourceDefinition" {
-            crd::validate(&obj)?;
-        }
         let created = {
             let mut inner = self.inner.write();
             if rt.namespaced && !Self::namespace_exists(&inner, ns_rid, &ns) {
@@ -584,6 +582,13 @@ impl Store {
             meta.remove("deletionGracePeriodSeconds");
             default_status(&rt, &mut obj);
             normalize(&rt, &mut obj);
+            let schema = self.schema_of(&inner, &rt);
+            let ctx = validation::Context {
+                served: &served,
+                stored: &rt,
+                schema: schema.as_ref(),
+            };
+            validation::validate_create(&ctx, &obj)?;
             if inner.table(srid).latest(&key).is_some() {
                 return Err(ApiError::already_exists(&served.qualified_plural(), &name));
             }
@@ -659,6 +664,21 @@ impl Store {
                 fields: fields.clone(),
             },
         })
+    }
+
+    /// The `openAPIV3Schema` of a custom resource's version, from its stored CRD.
+    fn schema_of(&self, inner: &Inner, rt: &ResourceType) -> Option<Value> {
+        if !rt.custom {
+            return None;
+        }
+        let crd_rid =
+            self.registry
+                .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")?;
+        let crd = inner
+            .table_ref(crd_rid)?
+            .latest(&format!("{}.{}", rt.plural, rt.group))?
+            .value();
+        validation::custom::schema_of(&crd, &rt.version).cloned()
     }
 
     /// The garbage collector's view of an object created through the API: one whose owner
@@ -846,6 +866,22 @@ impl Store {
                     ));
                 }
             }
+            // A PUT naming another uid fails its uid precondition (the registry's
+            // `UpdatedObjectInfo.Preconditions`); a patch that changes it is invalid.
+            match meta_str(&new_v, "uid") {
+                Some(uid) if is_put && !uid.is_empty() && uid != old.uid => {
+                    return Err(ApiError::precondition_failed(
+                        &qp,
+                        name,
+                        &Self::etcd_key(&rt, namespace, name),
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            old.uid
+                        ),
+                    ));
+                }
+                _ => {}
+            }
             match meta_str(&new_v, "resourceVersion") {
                 Some(rv) if !rv.is_empty() && rv != old.rv.to_string() => {
                     return Err(ApiError::conflict(&qp, name));
@@ -886,8 +922,9 @@ impl Store {
                         .as_object_mut()
                         .expect("metadata is an object");
                     let old_meta = old_v["metadata"].as_object().expect("stored metadata");
+                    // As BeforeUpdate: generation and the timestamps are the stored ones, and a
+                    // missing uid is the stored one (a different one fails validation).
                     for f in [
-                        "uid",
                         "creationTimestamp",
                         "deletionTimestamp",
                         "deletionGracePeriodSeconds",
@@ -896,6 +933,16 @@ impl Store {
                         match old_meta.get(f) {
                             Some(x) => meta.insert(f.into(), x.clone()),
                             None => meta.remove(f),
+                        };
+                    }
+                    if meta
+                        .get("uid")
+                        .and_then(|u| u.as_str())
+                        .is_none_or(str::is_empty)
+                    {
+                        match old_meta.get("uid") {
+                            Some(x) => meta.insert("uid".into(), x.clone()),
+                            None => meta.remove("uid"),
                         };
                     }
                     meta.insert("name".into(), json!(name));
@@ -918,6 +965,13 @@ impl Store {
             };
             merged["metadata"]["resourceVersion"] = json!(old.rv.to_string());
             normalize(&rt, &mut merged);
+            let schema = self.schema_of(&inner, &rt);
+            let ctx = validation::Context {
+                served: &served,
+                stored: &rt,
+                schema: schema.as_ref(),
+            };
+            validation::validate_update(&ctx, &merged, &old_v, sub == Subresource::Status)?;
             if let Some(m) = &opts.field_manager {
                 managed::record_update(&rt, sub, Some(&old_v), &mut merged, m, &now_timestamp());
             }
@@ -934,9 +988,6 @@ impl Store {
                 if deployment::is_deployment(&rt) {
                     deployment::complete_rollout(&mut merged, &now_timestamp());
                 }
-            }
-            if rt.kind == "CustomResourceDefinition" {
-                crd::validate(&merged)?;
             }
             if opts.dry_run {
                 let would = Arc::new(StoredObject::from_value(&rt, &merged));
@@ -1780,13 +1831,13 @@ mod tests {
             .create(
                 pods,
                 Some("default"),
-                json!({"metadata":{"name":"p"},"spec":{"containers":[]}}),
+                json!({"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"x:1"}]}}),
             )
             .unwrap();
         assert_eq!(p.value()["metadata"]["generation"], 1);
         let mut v = p.value();
         v["status"] = json!({"phase":"Running"});
-        v["spec"]["nodeName"] = json!("n1");
+        v["spec"]["containers"][0]["image"] = json!("x:2");
         let u = s
             .update(pods, "default", "p", Subresource::Main, v.clone())
             .unwrap();

@@ -141,6 +141,22 @@ async fn updates_and_deletes_through_one_api_are_seen_through_the_other() {
         put.json()["metadata"]["resourceVersion"],
         same["metadata"]["resourceVersion"]
     );
+    // The note is immutable through events.k8s.io (ValidateEventUpdate), reported on `message`.
+    let changed = raw(
+        sim.addr(),
+        "PATCH",
+        &format!("{NEW}/e1"),
+        Some((
+            "application/merge-patch+json",
+            &json!({"note": "other"}).to_string(),
+        )),
+    )
+    .await;
+    assert_eq!(changed.code, 422, "{}", changed.body);
+    assert_eq!(
+        changed.json()["message"],
+        "Event \"e1\" is invalid: message: Invalid value: \"other\": field is immutable"
+    );
     let gone = raw(sim.addr(), "DELETE", &format!("{CORE}/e1"), None).await;
     assert_eq!(gone.code, 200);
     let missing = raw(sim.addr(), "GET", &format!("{NEW}/e1"), None).await;

@@ -838,7 +838,8 @@ async fn delete_cascade_policies_through_kubectl() {
             .create(
                 deps,
                 Some("default"),
-                json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"a": name}}, "template": {}}}),
+                json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"a": name}},
+                    "template": {"metadata": {"labels": {"a": name}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
             )
             .unwrap();
         let mut cm = configmap(&format!("{name}-child"), "default", json!({}));
