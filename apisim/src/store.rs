@@ -494,7 +494,12 @@ impl Store {
         let mut name = meta_str(&obj, "name").unwrap_or("").to_string();
         if name.is_empty() {
             if let Some(prefix) = meta_str(&obj, "generateName").filter(|s| !s.is_empty()) {
-                name = format!("{prefix}{}", random_suffix());
+                // `names.SimpleNameGenerator`: the prefix cut to 58 bytes, 5 random characters.
+                let mut cut = prefix.len().min(MAX_GENERATED_NAME_PREFIX);
+                while !prefix.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                name = format!("{}{}", &prefix[..cut], random_suffix());
                 obj["metadata"]["name"] = json!(name);
             } else {
                 return Err(ApiError::invalid(
@@ -845,25 +850,25 @@ impl Store {
                     }
                 }
             }
+            // The handlers' checks (`EnsureObjectNamespaceMatchesRequestNamespace` on a PUT,
+            // then `checkName`, which is also all a patch gets): 400 before any validation.
+            if let Some(ns) = meta_str(&new_v, "namespace") {
+                if !ns.is_empty() && ns != namespace {
+                    return Err(ApiError::bad_request(if is_put {
+                        "the namespace of the provided object does not match the namespace sent on the request".to_string()
+                    } else {
+                        format!("the namespace of the object ({ns}) does not match the namespace on the request ({namespace})")
+                    }));
+                }
+            }
             match meta_str(&new_v, "name") {
                 Some(n) if n == name => {}
                 None | Some("") if !is_put => {}
-                Some(n) => {
+                other => {
                     return Err(ApiError::bad_request(format!(
-                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        other.unwrap_or("")
                     )))
-                }
-                None => {
-                    return Err(ApiError::bad_request(format!(
-                        "metadata.name is required in the body of a PUT to {qp} \"{name}\""
-                    )))
-                }
-            }
-            if let Some(ns) = meta_str(&new_v, "namespace") {
-                if !ns.is_empty() && ns != namespace {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
-                    ));
                 }
             }
             // A PUT naming another uid fails its uid precondition (the registry's
@@ -1672,6 +1677,9 @@ fn default_status(rt: &ResourceType, obj: &mut Value) {
         _ => {}
     }
 }
+
+/// `names.MaxGeneratedNameLength`: 63 characters less the 5 random ones.
+const MAX_GENERATED_NAME_PREFIX: usize = 58;
 
 fn random_suffix() -> String {
     use rand::Rng;

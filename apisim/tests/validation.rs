@@ -714,3 +714,57 @@ async fn rust_store_writes_are_validated_too() {
     assert_eq!(e.code, 422);
     assert_eq!(e.details.unwrap()["causes"][0]["field"], "metadata.labels");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_name_keeps_to_63_characters() {
+    // k8s.io/apiserver/pkg/storage/names/generate.go: the prefix is cut to
+    // MaxGeneratedNameLength (58) before the 5 random characters, so a Service (a DNS-1035
+    // label, at most 63) may have a 60-character generateName.
+    let sim = start(SimConfig::default()).await;
+    let prefix = format!("{}-", "a".repeat(59));
+    let got = raw(
+        sim.addr(),
+        "POST",
+        "/api/v1/namespaces/default/services",
+        Some((
+            JSON,
+            &json!({"metadata": {"generateName": prefix}, "spec": {"ports": [{"port": 80}]}})
+                .to_string(),
+        )),
+    )
+    .await;
+    assert_eq!(got.code, 201, "{}", got.body);
+    let name = got.json()["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(name.len(), 63);
+    assert!(name.starts_with(&"a".repeat(58)), "{name}");
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_cannot_rename_or_move_an_object() {
+    // k8s.io/apiserver/pkg/endpoints/handlers/rest.go checkName (PUT and patch) and
+    // pkg/registry/rest/meta.go EnsureObjectNamespaceMatchesRequestNamespace (PUT): 400
+    // BadRequest before validation.
+    let sim = start(SimConfig::default()).await;
+    sim.store()
+        .create(
+            sim.store().rid("v1", "configmaps"),
+            Some("default"),
+            json!({"metadata": {"name": "fixed"}}),
+        )
+        .unwrap();
+    let path = "/api/v1/namespaces/default/configmaps/fixed";
+    for (method, ct, body, message) in [
+        ("PUT", JSON, json!({"metadata": {"name": "moved"}}), "the name of the object (moved) does not match the name on the URL (fixed)"),
+        ("PUT", JSON, json!({"metadata": {}}), "the name of the object () does not match the name on the URL (fixed)"),
+        ("PUT", JSON, json!({"metadata": {"name": "fixed", "namespace": "kube-system"}}), "the namespace of the provided object does not match the namespace sent on the request"),
+        ("PATCH", MERGE, json!({"metadata": {"name": "moved"}}), "the name of the object (moved) does not match the name on the URL (fixed)"),
+        ("PATCH", MERGE, json!({"metadata": {"namespace": "kube-system"}}), "the namespace of the object (kube-system) does not match the namespace on the request (default)"),
+    ] {
+        let got = raw(sim.addr(), method, path, Some((ct, &body.to_string()))).await;
+        assert_eq!(got.code, 400, "{method} {body}: {}", got.body);
+        assert_eq!(got.json()["reason"], "BadRequest");
+        assert_eq!(got.json()["message"], message, "{method} {body}");
+    }
+    sim.shutdown().await;
+}
