@@ -1,14 +1,13 @@
-//! CustomResourceDefinitions: validation of the fields the simulator needs, and registration of the
-//! served versions as new resource types.
+//! CustomResourceDefinitions: registration of the served versions as new resource types (their
+//! validation is `validation::other_kinds::validate_crd`, their schemas are applied by
+//! `validation::custom`).
 //!
 //! Invariant: after a CRD is stored, every version it marks `served` is routable and listed in
-//! discovery; a CRD missing group, names.plural, names.kind, scope or versions is rejected (422)
-//! before anything is stored.
+//! discovery; a CRD missing group, names.plural, names.kind or scope never gets here (422).
 
 use serde_json::Value;
 
 use crate::resource::{Registry, ResourceType};
-use crate::status::ApiError;
 
 fn s<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     let mut cur = v;
@@ -16,49 +15,6 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
         cur = cur.get(p)?;
     }
     cur.as_str().filter(|x| !x.is_empty())
-}
-
-/// Checks that a CRD body names what registration needs; the error names the missing field.
-pub fn validate(crd: &Value) -> Result<(), ApiError> {
-    let name = s(crd, &["metadata", "name"]).unwrap_or("");
-    let need = |path: &[&str]| -> Result<(), ApiError> {
-        if s(crd, path).is_none() {
-            return Err(ApiError::invalid(
-                "customresourcedefinitions.apiextensions.k8s.io",
-                name,
-                format!(
-                    "CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: {}: Required value",
-                    path.join(".")
-                ),
-            ));
-        }
-        Ok(())
-    };
-    need(&["spec", "group"])?;
-    need(&["spec", "names", "plural"])?;
-    need(&["spec", "names", "kind"])?;
-    need(&["spec", "scope"])?;
-    let versions = crd["spec"]["versions"].as_array();
-    if versions.is_none_or(|v| v.is_empty() || v.iter().any(|x| s(x, &["name"]).is_none())) {
-        return Err(ApiError::invalid(
-            "customresourcedefinitions.apiextensions.k8s.io",
-            name,
-            format!("CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: spec.versions: Invalid value: each version needs a name"),
-        ));
-    }
-    let expected = format!(
-        "{}.{}",
-        s(crd, &["spec", "names", "plural"]).unwrap_or(""),
-        s(crd, &["spec", "group"]).unwrap_or("")
-    );
-    if name != expected {
-        return Err(ApiError::invalid(
-            "customresourcedefinitions.apiextensions.k8s.io",
-            name,
-            format!("CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group ({expected})"),
-        ));
-    }
-    Ok(())
 }
 
 /// Registers every served version of a (validated) CRD.

@@ -25,6 +25,7 @@ pub mod crd;
 pub mod deadline;
 pub mod deployment;
 pub mod discovery;
+pub mod events;
 pub mod faults;
 pub mod go_fmt;
 pub mod managed;
@@ -44,6 +45,8 @@ pub mod store;
 pub mod table;
 pub mod timestamps;
 pub mod tls;
+pub mod validation;
+pub mod views;
 pub mod watch;
 pub mod workload;
 

@@ -53,16 +53,27 @@ pub fn extra_selectable_fields(rt: &ResourceType) -> &'static [&'static str] {
         ("", "events") => &[
             "reason",
             "type",
-            "involvedObject.name",
             "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reportingComponent",
+            "source",
         ],
         ("", "namespaces") => &["status.phase"],
         ("events.k8s.io", "events") => &[
             "reason",
             "type",
-            "regarding.name",
             "regarding.kind",
             "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
             "reportingController",
         ],
         _ => &[],
@@ -75,6 +86,19 @@ fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
         cur = cur.get(seg)?;
     }
     cur.as_str()
+}
+
+/// The value of a selectable field. A core Event's `source` is `source.component`, else
+/// `reportingComponent` (the event strategy's `ToSelectableFields`).
+fn selectable_value(rt: &ResourceType, v: &Value, path: &str) -> String {
+    if path == "source" && rt.group.is_empty() && rt.plural == "events" {
+        return lookup(v, "source.component")
+            .filter(|s| !s.is_empty())
+            .or_else(|| lookup(v, "reportingComponent"))
+            .unwrap_or("")
+            .to_string();
+    }
+    lookup(v, path).unwrap_or("").to_string()
 }
 
 impl StoredObject {
@@ -92,7 +116,7 @@ impl StoredObject {
             .unwrap_or_default();
         let fields = extra_selectable_fields(rt)
             .iter()
-            .map(|f| (*f, lookup(v, f).unwrap_or("").to_string()))
+            .map(|f| (*f, selectable_value(rt, v, f)))
             .collect();
         StoredObject {
             rv: meta["resourceVersion"]

@@ -139,7 +139,8 @@ mod tests {
         s.create(
             rid,
             Some("default"),
-            json!({"metadata":{"name":"d"},"spec":{"replicas":1,"selector":{"matchLabels":{"app":"d"}},"template":{}}}),
+            json!({"metadata":{"name":"d"},"spec":{"replicas":1,"selector":{"matchLabels":{"app":"d"}},
+                "template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}),
         )
         .unwrap();
         let sc = patch(

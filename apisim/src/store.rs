@@ -22,6 +22,8 @@ use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
 use crate::status::ApiError;
 use crate::timestamps;
+use crate::validation;
+use crate::views;
 
 /// Type of a change, as sent in watch events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,6 +247,17 @@ impl Inner {
     fn table_ref(&self, rid: ResourceId) -> Option<&Table> {
         self.tables.get(rid.0)
     }
+}
+
+/// What a watch follows (see [`Store::watch_target`]).
+#[derive(Debug, Clone)]
+pub struct WatchTarget {
+    /// The type whose changes are followed.
+    pub stored: ResourceId,
+    /// The conversion of its objects to the watched type, when that is a view.
+    pub present: Option<fn(&Value) -> Value>,
+    /// The field selector in the stored type's labels.
+    pub fields: FieldSelector,
 }
 
 /// The in-memory API storage. Cheap to share (`Arc<Store>`); all methods take `&self`.
@@ -486,7 +499,12 @@ impl Store {
         let mut name = meta_str(&obj, "name").unwrap_or("").to_string();
         if name.is_empty() {
             if let Some(prefix) = meta_str(&obj, "generateName").filter(|s| !s.is_empty()) {
-                name = format!("{prefix}{}", random_suffix());
+                // `names.SimpleNameGenerator`: the prefix cut to 58 bytes, 5 random characters.
+                let mut cut = prefix.len().min(MAX_GENERATED_NAME_PREFIX);
+                while !prefix.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                name = format!("{}{}", &prefix[..cut], random_suffix());
                 obj["metadata"]["name"] = json!(name);
             } else {
                 return Err(ApiError::invalid(
@@ -545,21 +563,21 @@ impl Store {
         obj: Value,
         opts: &WriteOptions,
     ) -> Result<ObjectRef, ApiError> {
-        let rt = self.registry.get(rid);
-        let (mut obj, ns, name) = self.prepare_new(&rt, namespace, obj)?;
+        let served = self.registry.get(rid);
+        let (srid, view) = self.storage_of(rid);
+        let rt = self.registry.get(srid);
+        let (obj, ns, name) = self.prepare_new(&served, namespace, obj)?;
+        let mut obj = match view {
+            Some(v) => (v.to_storage)(obj),
+            None => obj,
+        };
         let ns_rid = self.rid("v1", "namespaces");
-        if rt.kind == "CustomResourceDefinition" {
-            crd::validate(&obj)?;
-        }
         let created = {
             let mut inner = self.inner.write();
             if rt.namespaced && !Self::namespace_exists(&inner, ns_rid, &ns) {
                 return Err(ApiError::not_found("namespaces", &ns));
             }
             let key = key_of(&ns, &name);
-            if inner.table(rid).latest(&key).is_some() {
-                return Err(ApiError::already_exists(&rt.qualified_plural(), &name));
-            }
             let rv = inner.rv + 1;
             let meta = obj["metadata"]
                 .as_object_mut()
@@ -574,6 +592,16 @@ impl Store {
             meta.remove("deletionGracePeriodSeconds");
             default_status(&rt, &mut obj);
             normalize(&rt, &mut obj);
+            let schema = self.schema_of(&inner, &rt);
+            let ctx = validation::Context {
+                served: &served,
+                stored: &rt,
+                schema: schema.as_ref(),
+            };
+            validation::validate_create(&ctx, &obj)?;
+            if inner.table(srid).latest(&key).is_some() {
+                return Err(ApiError::already_exists(&served.qualified_plural(), &name));
+            }
             if deployment::is_deployment(&rt) {
                 deployment::complete_rollout(&mut obj, &now_timestamp());
             }
@@ -584,19 +612,84 @@ impl Store {
                 if let Some(m) = obj["metadata"].as_object_mut() {
                     m.remove("resourceVersion");
                 }
-                return Ok(Arc::new(StoredObject::from_value(&rt, &obj)));
+                let would = Arc::new(StoredObject::from_value(&rt, &obj));
+                return Ok(self.present(rid, view, would));
             }
             crate::deadline::check(opts.deadline)?;
             let so = Arc::new(StoredObject::from_value(&rt, &obj));
             inner.rv = rv;
-            self.commit(&mut inner, rid, ChangeType::Added, so.clone(), None);
+            self.commit(&mut inner, srid, ChangeType::Added, so.clone(), None);
             so
         };
         self.notify(created.rv);
         if rt.kind == "CustomResourceDefinition" {
             crd::register(&self.registry, &created.value());
         }
-        Ok(created)
+        Ok(self.present(rid, view, created))
+    }
+
+    /// The storage type of `rid`: itself, or the type a view ([`views::View`]) is stored as.
+    fn storage_of(&self, rid: ResourceId) -> (ResourceId, Option<&'static views::View>) {
+        match views::of(&self.registry.get(rid)) {
+            Some(v) => {
+                let (g, ver, p) = v.storage;
+                let srid = self
+                    .registry
+                    .find(g, ver, p)
+                    .expect("the storage of a view is a built-in type");
+                (srid, Some(v))
+            }
+            None => (rid, None),
+        }
+    }
+
+    /// A stored object as `rid` serves it (converted when `rid` is a view).
+    fn present(&self, rid: ResourceId, view: Option<&views::View>, o: ObjectRef) -> ObjectRef {
+        match view {
+            None => o,
+            Some(v) => Arc::new(StoredObject::from_value(
+                &self.registry.get(rid),
+                &(v.present)(&o.value()),
+            )),
+        }
+    }
+
+    /// What a watch of `rid` follows: the storage type's changes, converted when `rid` is a
+    /// view, filtered by the field selector in the storage type's labels.
+    pub fn watch_target(
+        &self,
+        rid: ResourceId,
+        fields: &FieldSelector,
+    ) -> Result<WatchTarget, ApiError> {
+        let rt = self.registry.get(rid);
+        validate_fields(&rt, fields)?;
+        Ok(match self.storage_of(rid) {
+            (stored, Some(v)) => WatchTarget {
+                stored,
+                present: Some(v.present),
+                fields: v.translate_fields(fields)?,
+            },
+            (stored, None) => WatchTarget {
+                stored,
+                present: None,
+                fields: fields.clone(),
+            },
+        })
+    }
+
+    /// The `openAPIV3Schema` of a custom resource's version, from its stored CRD.
+    fn schema_of(&self, inner: &Inner, rt: &ResourceType) -> Option<Value> {
+        if !rt.custom {
+            return None;
+        }
+        let crd_rid =
+            self.registry
+                .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")?;
+        let crd = inner
+            .table_ref(crd_rid)?
+            .latest(&format!("{}.{}", rt.plural, rt.group))?
+            .value();
+        validation::custom::schema_of(&crd, &rt.version).cloned()
     }
 
     /// The garbage collector's view of an object created through the API: one whose owner
@@ -633,11 +726,15 @@ impl Store {
 
     /// Reads the latest version of one object.
     pub fn get(&self, rid: ResourceId, namespace: &str, name: &str) -> Result<ObjectRef, ApiError> {
-        let inner = self.inner.read();
-        inner
-            .table_ref(rid)
+        let (srid, view) = self.storage_of(rid);
+        let found = self
+            .inner
+            .read()
+            .table_ref(srid)
             .and_then(|t| t.latest(&key_of(namespace, name)))
-            .cloned()
+            .cloned();
+        found
+            .map(|o| self.present(rid, view, o))
             .ok_or_else(|| ApiError::not_found(&self.registry.get(rid).qualified_plural(), name))
     }
 
@@ -720,18 +817,23 @@ impl Store {
         is_put: bool,
         opts: &WriteOptions,
     ) -> Result<ObjectRef, ApiError> {
-        let rt = self.registry.get(rid);
-        let qp = rt.qualified_plural();
+        let served = self.registry.get(rid);
+        let (srid, view) = self.storage_of(rid);
+        let rt = self.registry.get(srid);
+        let qp = served.qualified_plural();
         let key = key_of(namespace, name);
         let result = {
             let mut inner = self.inner.write();
             let old = inner
-                .table(rid)
+                .table(srid)
                 .latest(&key)
                 .cloned()
                 .ok_or_else(|| ApiError::not_found(&qp, name))?;
             let old_v = old.value();
-            let mut new_v = f(old_v.clone())?;
+            let mut new_v = match view {
+                Some(v) => f((v.present)(&old_v))?,
+                None => f(old_v.clone())?,
+            };
             if !new_v.is_object() {
                 return Err(ApiError::bad_request(format!(
                     "the body of the request for {qp} \"{name}\" must be a JSON object"
@@ -740,7 +842,10 @@ impl Store {
             if !new_v.get("metadata").is_some_and(|m| m.is_object()) {
                 new_v["metadata"] = json!({});
             }
-            for (field, expected) in [("apiVersion", rt.api_version()), ("kind", rt.kind.clone())] {
+            for (field, expected) in [
+                ("apiVersion", served.api_version()),
+                ("kind", served.kind.clone()),
+            ] {
                 match new_v.get(field).and_then(|v| v.as_str()) {
                     None | Some("") => new_v[field] = json!(expected),
                     Some(x) if x == expected => {}
@@ -751,26 +856,42 @@ impl Store {
                     }
                 }
             }
+            // The handlers' checks (`EnsureObjectNamespaceMatchesRequestNamespace` on a PUT,
+            // then `checkName`, which is also all a patch gets): 400 before any validation.
+            if let Some(ns) = meta_str(&new_v, "namespace") {
+                if !ns.is_empty() && ns != namespace {
+                    return Err(ApiError::bad_request(if is_put {
+                        "the namespace of the provided object does not match the namespace sent on the request".to_string()
+                    } else {
+                        format!("the namespace of the object ({ns}) does not match the namespace on the request ({namespace})")
+                    }));
+                }
+            }
             match meta_str(&new_v, "name") {
                 Some(n) if n == name => {}
                 None | Some("") if !is_put => {}
-                Some(n) => {
+                other => {
                     return Err(ApiError::bad_request(format!(
-                        "the name of the object ({n}) does not match the name on the URL ({name})"
-                    )))
-                }
-                None => {
-                    return Err(ApiError::bad_request(format!(
-                        "metadata.name is required in the body of a PUT to {qp} \"{name}\""
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        other.unwrap_or("")
                     )))
                 }
             }
-            if let Some(ns) = meta_str(&new_v, "namespace") {
-                if !ns.is_empty() && ns != namespace {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
+            // A PUT naming another uid fails its uid precondition (the registry's
+            // `UpdatedObjectInfo.Preconditions`); a patch that changes it is invalid.
+            match meta_str(&new_v, "uid") {
+                Some(uid) if is_put && !uid.is_empty() && uid != old.uid => {
+                    return Err(ApiError::precondition_failed(
+                        &qp,
+                        name,
+                        &Self::etcd_key(&rt, namespace, name),
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            old.uid
+                        ),
                     ));
                 }
+                _ => {}
             }
             match meta_str(&new_v, "resourceVersion") {
                 Some(rv) if !rv.is_empty() && rv != old.rv.to_string() => {
@@ -778,6 +899,10 @@ impl Store {
                 }
                 _ => {}
             }
+            let new_v = match view {
+                Some(v) => (v.to_storage)(new_v),
+                None => new_v,
+            };
             // Server-owned fields and subresource rules.
             let mut merged = match sub {
                 Subresource::Status => {
@@ -808,8 +933,9 @@ impl Store {
                         .as_object_mut()
                         .expect("metadata is an object");
                     let old_meta = old_v["metadata"].as_object().expect("stored metadata");
+                    // As BeforeUpdate: generation and the timestamps are the stored ones, and a
+                    // missing uid is the stored one (a different one fails validation).
                     for f in [
-                        "uid",
                         "creationTimestamp",
                         "deletionTimestamp",
                         "deletionGracePeriodSeconds",
@@ -818,6 +944,16 @@ impl Store {
                         match old_meta.get(f) {
                             Some(x) => meta.insert(f.into(), x.clone()),
                             None => meta.remove(f),
+                        };
+                    }
+                    if meta
+                        .get("uid")
+                        .and_then(|u| u.as_str())
+                        .is_none_or(str::is_empty)
+                    {
+                        match old_meta.get("uid") {
+                            Some(x) => meta.insert("uid".into(), x.clone()),
+                            None => meta.remove("uid"),
                         };
                     }
                     meta.insert("name".into(), json!(name));
@@ -840,12 +976,19 @@ impl Store {
             };
             merged["metadata"]["resourceVersion"] = json!(old.rv.to_string());
             normalize(&rt, &mut merged);
+            let schema = self.schema_of(&inner, &rt);
+            let ctx = validation::Context {
+                served: &served,
+                stored: &rt,
+                schema: schema.as_ref(),
+            };
+            validation::validate_update(&ctx, &merged, &old_v, sub == Subresource::Status)?;
             if let Some(m) = &opts.field_manager {
                 managed::record_update(&rt, sub, Some(&old_v), &mut merged, m, &now_timestamp());
             }
             if merged == old_v {
                 // No-op: the apiserver neither bumps the resourceVersion nor emits an event.
-                return Ok(old);
+                return Ok(self.present(rid, view, old));
             }
             if sub == Subresource::Main
                 && rt.generation
@@ -857,11 +1000,9 @@ impl Store {
                     deployment::complete_rollout(&mut merged, &now_timestamp());
                 }
             }
-            if rt.kind == "CustomResourceDefinition" {
-                crd::validate(&merged)?;
-            }
             if opts.dry_run {
-                return Ok(Arc::new(StoredObject::from_value(&rt, &merged)));
+                let would = Arc::new(StoredObject::from_value(&rt, &merged));
+                return Ok(self.present(rid, view, would));
             }
             crate::deadline::check(opts.deadline)?;
             let rv = inner.rv + 1;
@@ -873,9 +1014,15 @@ impl Store {
             let so = Arc::new(StoredObject::from_value(&rt, &merged));
             let removed = deleting && finalizers_empty(&merged);
             if removed {
-                self.commit(&mut inner, rid, ChangeType::Deleted, so.clone(), Some(old));
+                self.commit(&mut inner, srid, ChangeType::Deleted, so.clone(), Some(old));
             } else {
-                self.commit(&mut inner, rid, ChangeType::Modified, so.clone(), Some(old));
+                self.commit(
+                    &mut inner,
+                    srid,
+                    ChangeType::Modified,
+                    so.clone(),
+                    Some(old),
+                );
             }
             (so, removed)
         };
@@ -887,7 +1034,7 @@ impl Store {
         if removed {
             self.collect_garbage(&result);
         }
-        Ok(result)
+        Ok(self.present(rid, view, result))
     }
 
     /// Deletes an object. With finalizers, sets `deletionTimestamp` and keeps it (MODIFIED);
@@ -928,6 +1075,12 @@ impl Store {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<ObjectRef, ApiError> {
+        if let (srid, Some(view)) = self.storage_of(rid) {
+            return self
+                .delete_with(srid, namespace, name, opts)
+                .map(|o| self.present(rid, Some(view), o))
+                .map_err(|e| served_error(e, &self.registry.get(srid), &self.registry.get(rid)));
+        }
         let rt = self.registry.get(rid);
         let qp = rt.qualified_plural();
         let key = key_of(namespace, name);
@@ -1241,7 +1394,7 @@ impl Store {
 
     fn delete_namespace_contents(&self, ns: &str) {
         for (rid, rt) in self.registry.all() {
-            if !rt.namespaced {
+            if !rt.namespaced || views::of(&rt).is_some() {
                 continue;
             }
             let items = match self.list(rid, &ListRequest::all(Some(ns))) {
@@ -1260,6 +1413,17 @@ impl Store {
     pub fn list(&self, rid: ResourceId, req: &ListRequest) -> Result<ListPage, ApiError> {
         let rt = self.registry.get(rid);
         validate_fields(&rt, &req.fields)?;
+        if let (srid, Some(view)) = self.storage_of(rid) {
+            let mut stored_req = req.clone();
+            stored_req.fields = view.translate_fields(&req.fields)?;
+            let mut page = self.list(srid, &stored_req)?;
+            page.items = page
+                .items
+                .into_iter()
+                .map(|o| self.present(rid, Some(view), o))
+                .collect();
+            return Ok(page);
+        }
         let inner = self.inner.read();
         let (snapshot, start_after) = match &req.continue_token {
             Some(tok) if !tok.is_empty() => {
@@ -1406,6 +1570,24 @@ impl Store {
     }
 }
 
+/// An error of the storage type of a view as the view's type reports it (`events.events.k8s.io
+/// "x" not found` rather than `events "x" not found`).
+fn served_error(mut e: ApiError, storage: &ResourceType, served: &ResourceType) -> ApiError {
+    let (from, to) = (storage.qualified_plural(), served.qualified_plural());
+    e.message = e
+        .message
+        .replacen(&format!("{from} \""), &format!("{to} \""), 1);
+    if let Some(d) = e.details.as_mut().and_then(Value::as_object_mut) {
+        if d.get("kind").and_then(Value::as_str) == Some(storage.plural.as_str()) {
+            d.insert("kind".into(), json!(served.plural));
+            if !served.group.is_empty() {
+                d.insert("group".into(), json!(served.group));
+            }
+        }
+    }
+    e
+}
+
 /// Rejects field selectors on fields `rt` does not support (400 naming the field).
 pub fn validate_fields(rt: &ResourceType, fields: &FieldSelector) -> Result<(), ApiError> {
     for r in &fields.requirements {
@@ -1504,6 +1686,9 @@ fn default_status(rt: &ResourceType, obj: &mut Value) {
         _ => {}
     }
 }
+
+/// `names.MaxGeneratedNameLength`: 63 characters less the 5 random ones.
+const MAX_GENERATED_NAME_PREFIX: usize = 58;
 
 fn random_suffix() -> String {
     use rand::Rng;
@@ -1663,13 +1848,13 @@ mod tests {
             .create(
                 pods,
                 Some("default"),
-                json!({"metadata":{"name":"p"},"spec":{"containers":[]}}),
+                json!({"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"x:1"}]}}),
             )
             .unwrap();
         assert_eq!(p.value()["metadata"]["generation"], 1);
         let mut v = p.value();
         v["status"] = json!({"phase":"Running"});
-        v["spec"]["nodeName"] = json!("n1");
+        v["spec"]["containers"][0]["image"] = json!("x:2");
         let u = s
             .update(pods, "default", "p", Subresource::Main, v.clone())
             .unwrap();

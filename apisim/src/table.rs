@@ -51,8 +51,75 @@ pub fn columns(rt: &ResourceType) -> Vec<Value> {
             col("Data", "integer", "", 0),
             age,
         ],
+        ("", "events") | ("events.k8s.io", "events") => vec![
+            col("Last Seen", "string", "", 0),
+            col("Type", "string", "", 0),
+            col("Reason", "string", "", 0),
+            col("Object", "string", "", 0),
+            col("Subobject", "string", "", 1),
+            col("Source", "string", "", 1),
+            col("Message", "string", "", 0),
+            col("First Seen", "string", "", 1),
+            col("Count", "string", "", 1),
+            col("Name", "string", "name", 1),
+        ],
         _ => vec![name, age],
     }
+}
+
+fn since(v: &Value, now: i64) -> Option<String> {
+    v.as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| human_duration(now - t.timestamp()))
+}
+
+/// The cells of an Event (`printEvent` of the apiserver's printers, wide), from its core form.
+fn event_cells(ev: &Value, now: i64) -> Vec<Value> {
+    let unknown = || "<unknown>".to_string();
+    let first = since(&ev["firstTimestamp"], now)
+        .or_else(|| since(&ev["eventTime"], now))
+        .unwrap_or_else(unknown);
+    let mut last = since(&ev["lastTimestamp"], now).unwrap_or_else(|| first.clone());
+    let mut count = ev["count"].as_i64().unwrap_or(0);
+    if ev["series"].is_object() {
+        last = since(&ev["series"]["lastObservedTime"], now).unwrap_or_else(unknown);
+        count = ev["series"]["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let o = &ev["involvedObject"];
+    let kind = o["kind"].as_str().unwrap_or("").to_lowercase();
+    let target = match o["name"].as_str().filter(|n| !n.is_empty()) {
+        Some(n) => format!("{kind}/{n}"),
+        None => kind,
+    };
+    let first_non_empty = |a: &Value, b: &Value| {
+        a.as_str()
+            .filter(|s| !s.is_empty())
+            .or(b.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let component = first_non_empty(&ev["source"]["component"], &ev["reportingComponent"]);
+    let instance = first_non_empty(&ev["source"]["host"], &ev["reportingInstance"]);
+    let source = if instance.is_empty() {
+        component
+    } else {
+        format!("{component}, {instance}")
+    };
+    let s = |k: &str| json!(ev[k].as_str().unwrap_or(""));
+    vec![
+        json!(last),
+        s("type"),
+        s("reason"),
+        json!(target),
+        json!(o["fieldPath"].as_str().unwrap_or("")),
+        json!(source),
+        json!(ev["message"].as_str().unwrap_or("").trim()),
+        json!(first),
+        json!(count),
+        json!(ev["metadata"]["name"]),
+    ]
 }
 
 /// Kubernetes' human-readable duration ("45s", "3m20s", "5h", "12d").
@@ -145,6 +212,8 @@ pub fn cells(rt: &ResourceType, obj: &Value, now: i64) -> Vec<Value> {
             json!(count(&obj["data"])),
             age,
         ],
+        ("", "events") => event_cells(obj, now),
+        ("events.k8s.io", "events") => event_cells(&crate::events::to_core(obj.clone()), now),
         _ => vec![name, age],
     }
 }
@@ -215,6 +284,35 @@ mod tests {
         let t = table(&pods, &[p], json!({"resourceVersion":"5"}));
         assert_eq!(t["rows"][0]["object"]["metadata"]["name"], "p");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn event_rows_are_the_apiservers_columns() {
+        let r = Registry::with_builtins();
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z")
+            .unwrap()
+            .timestamp();
+        let ev = json!({"metadata": {"name": "e1"}, "eventTime": "2026-01-01T00:00:30.000000Z",
+            "regarding": {"kind": "Pod", "name": "web"}, "note": " started ", "reason": "Started",
+            "type": "Normal", "reportingController": "ctl", "reportingInstance": "i-1"});
+        let events = r.get(r.find("events.k8s.io", "v1", "events").unwrap());
+        let c = cells(&events, &ev, now);
+        assert_eq!(c.len(), columns(&events).len());
+        assert_eq!(
+            c,
+            vec![
+                json!("30s"),
+                json!("Normal"),
+                json!("Started"),
+                json!("pod/web"),
+                json!(""),
+                json!("ctl, i-1"),
+                json!("started"),
+                json!("30s"),
+                json!(1),
+                json!("e1")
+            ]
+        );
     }
 
     #[test]

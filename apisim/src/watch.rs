@@ -20,7 +20,7 @@ use crate::faults::{Faults, WatchGuard};
 use crate::object::{ObjectRef, StoredObject};
 use crate::resource::{ResourceId, ResourceType};
 use crate::status::ApiError;
-use crate::store::{validate_fields, Change, ChangeType, ListRequest, ListVersion, Store};
+use crate::store::{Change, ChangeType, ListRequest, ListVersion, Store};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,12 @@ struct WatchState {
     faults: Faults,
     rt: Arc<ResourceType>,
     req: WatchRequest,
+    /// The type whose changes are followed (the storage of a view such as events.k8s.io).
+    stored: ResourceId,
+    /// The conversion of stored objects when the watched type is a view.
+    present: Option<fn(&serde_json::Value) -> serde_json::Value>,
+    /// The field selector in the stored type's labels.
+    stored_fields: FieldSelector,
     cursor: u64,
     phase: Phase,
     deadline: Instant,
@@ -126,6 +132,7 @@ impl Watch {
         let drop_rx = faults.drop_signal();
         // Counted as open only now that a later drop is certain to be seen.
         let guard = faults.watch_guard();
+        let target = store.watch_target(req.resource, &req.fields)?;
         let (phase, cursor, pending_error) = match req.start {
             WatchStart::CurrentState => {
                 let mut lr = ListRequest::all(req.namespace.as_deref());
@@ -139,12 +146,8 @@ impl Watch {
                     None,
                 )
             }
-            WatchStart::Now => {
-                validate_fields(&rt, &req.fields)?;
-                (Phase::Live, store.current_rv(), None)
-            }
+            WatchStart::Now => (Phase::Live, store.current_rv(), None),
             WatchStart::After(rv) => {
-                validate_fields(&rt, &req.fields)?;
                 let compacted = store.compacted_rv();
                 if rv < compacted {
                     (Phase::Done, rv, Some(ApiError::too_old_rv(rv, compacted)))
@@ -163,6 +166,9 @@ impl Watch {
                 next_bookmark: now + bookmark_interval,
                 interval: bookmark_interval,
                 req,
+                stored: target.stored,
+                present: target.present,
+                stored_fields: target.fields,
                 cursor,
                 phase,
                 rv_rx,
@@ -205,6 +211,9 @@ impl Watch {
                     timeout: Duration::ZERO,
                     table: false,
                 },
+                stored: resource,
+                present: None,
+                stored_fields: FieldSelector::default(),
                 cursor: 0,
                 phase: Phase::Done,
                 rv_rx,
@@ -260,7 +269,7 @@ impl WatchState {
     /// Translates one change through this watcher's filters (the apiserver's rules: moving out of
     /// the selector is DELETED with the previous content, moving in is ADDED).
     fn translate(&self, c: &Change) -> Option<(&'static str, Bytes)> {
-        if c.resource != self.req.resource {
+        if c.resource != self.stored {
             return None;
         }
         if let Some(ns) = &self.req.namespace {
@@ -268,24 +277,35 @@ impl WatchState {
                 return None;
             }
         }
-        let (labels, fields) = (&self.req.labels, &self.req.fields);
+        let (labels, fields) = (&self.req.labels, &self.stored_fields);
         if labels.is_empty() && fields.is_empty() {
-            return Some((c.kind.as_str(), c.object.json.clone()));
+            return Some((c.kind.as_str(), self.served_json(&c.object)));
         }
         let cur = c.kind != ChangeType::Deleted && c.object.matches(labels, fields);
         let old = c.prev.as_ref().is_some_and(|p| p.matches(labels, fields));
         match (cur, old) {
-            (true, false) => Some(("ADDED", c.object.json.clone())),
-            (true, true) => Some(("MODIFIED", c.object.json.clone())),
+            (true, false) => Some(("ADDED", self.served_json(&c.object))),
+            (true, true) => Some(("MODIFIED", self.served_json(&c.object))),
             (false, true) => {
                 if c.kind == ChangeType::Deleted {
-                    Some(("DELETED", c.object.json.clone()))
+                    Some(("DELETED", self.served_json(&c.object)))
                 } else {
                     let prev: &StoredObject = c.prev.as_ref().expect("old passes implies prev");
-                    Some(("DELETED", prev.with_rv(&self.rt, c.rv).json))
+                    let stored_rt = self.store.registry().get(self.stored);
+                    Some(("DELETED", self.served_json(&prev.with_rv(&stored_rt, c.rv))))
                 }
             }
             (false, false) => None,
+        }
+    }
+
+    /// A stored object's JSON as the watched type serves it.
+    fn served_json(&self, o: &StoredObject) -> Bytes {
+        match self.present {
+            None => o.json.clone(),
+            Some(present) => {
+                Bytes::from(serde_json::to_vec(&present(&o.value())).expect("JSON serializes"))
+            }
         }
     }
 

@@ -103,7 +103,7 @@ async fn status_subresource_is_separate_from_the_main_resource() {
     let api: Api<Deployment> = Api::namespaced(client(&sim), "default");
     let d: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "d"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}}}
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}
     }))
     .unwrap();
     api.create(&PostParams::default(), &d).await.unwrap();
@@ -162,7 +162,8 @@ async fn discovery_lists_builtins_and_crd_kinds() {
         "metadata": {"name": "gadgets.example.com"},
         "spec": {"group": "example.com", "scope": "Cluster",
                  "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-                 "versions": [{"name": "v1alpha1", "served": true, "storage": true}]}
+                 "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     }))
     .unwrap();
     crds.create(&PostParams::default(), &crd).await.unwrap();
@@ -227,14 +228,15 @@ async fn delete_collection_and_dry_run() {
     let api: Api<Pod> = Api::namespaced(client(&sim), "default");
     for (n, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
         let p: Pod = serde_json::from_value(
-            json!({"metadata": {"name": n, "labels": {"app": app}}, "spec": {"containers": []}}),
+            json!({"metadata": {"name": n, "labels": {"app": app}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}),
         )
         .unwrap();
         api.create(&PostParams::default(), &p).await.unwrap();
     }
-    let dry: Pod =
-        serde_json::from_value(json!({"metadata": {"name": "dry"}, "spec": {"containers": []}}))
-            .unwrap();
+    let dry: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "dry"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+    )
+    .unwrap();
     let rv = sim.store().current_rv();
     api.create(
         &PostParams {

@@ -349,14 +349,12 @@ async fn events_k8s_io_v1_events_are_served() {
         .await
         .unwrap();
     assert_eq!(l.items.len(), 1);
-    // Separate storage from core v1 events (documented).
+    // One store: the same Event through core v1, with the core field names.
     let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
-    assert!(core
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .is_empty());
+    let core_items = core.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(core_items.len(), 1);
+    assert_eq!(core_items[0].message.as_deref(), Some("pulled image"));
+    assert_eq!(core_items[0].involved_object.name.as_deref(), Some("web"));
     // Discovery and OpenAPI know the group.
     let r = raw(sim.addr(), "GET", "/apis/events.k8s.io/v1", None).await;
     assert_eq!(r.json()["resources"][0]["kind"], "Event");
@@ -370,9 +368,10 @@ async fn delete_answers_the_object_or_a_success_status_as_the_kind_does() {
     let sim = start(SimConfig::default()).await;
     let c = client(&sim);
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    let p: Pod =
-        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
-            .unwrap();
+    let p: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+    )
+    .unwrap();
     pods.create(&PostParams::default(), &p).await.unwrap();
     let r = raw(
         sim.addr(),
@@ -476,7 +475,7 @@ async fn timestamps_are_stored_in_the_apiservers_canonical_form() {
         "2026-12-01T10:16:31.250000Z"
     );
     // metav1.Time has whole seconds.
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []},
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]},
                      "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T09:16:30.999+00:00"}]}});
     let r = raw(
         sim.addr(),
@@ -505,7 +504,8 @@ async fn status_subresource_for_every_kind_that_has_one() {
         None,
     );
     for (plural, kind, status) in [("widgets", "Widget", true), ("gizmos", "Gizmo", false)] {
-        let mut version = json!({"name": "v1", "served": true, "storage": true});
+        let mut version = json!({"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
         if status {
             version["subresources"] = json!({"status": {}});
         }

@@ -488,23 +488,30 @@ async fn field_selectors_on_name_namespace_and_node() {
         other => panic!("expected 400, got {other:?}"),
     }
 
-    // A field-selected watch sees a pod move onto the node as ADDED and away as DELETED.
+    // A field-selected watch sees a pod move into the selection as ADDED and out of it as
+    // DELETED. (A pod's spec.nodeName cannot change by an update, so its phase moves.)
     let mut s = all
         .watch(
             &WatchParams::default()
-                .fields("spec.nodeName=n2")
+                .fields("status.phase=Running")
                 .disable_bookmarks(),
             &store.current_rv().to_string(),
         )
         .await
         .unwrap()
         .boxed();
-    for node in ["n2", "n3"] {
+    for phase in ["Running", "Succeeded"] {
         store
-            .update_with(pods, "default", "a", apisim::Subresource::Main, |mut v| {
-                v["spec"]["nodeName"] = json!(node);
-                Ok(v)
-            })
+            .update_with(
+                pods,
+                "default",
+                "a",
+                apisim::Subresource::Status,
+                |mut v| {
+                    v["status"]["phase"] = json!(phase);
+                    Ok(v)
+                },
+            )
             .unwrap();
     }
     let mut kinds = Vec::new();

@@ -811,7 +811,8 @@ async fn delete_cascade_policies_through_kubectl() {
             .create(
                 deps,
                 Some("default"),
-                json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"a": name}}, "template": {}}}),
+                json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"a": name}},
+                    "template": {"metadata": {"labels": {"a": name}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
             )
             .unwrap();
         let mut cm = configmap(&format!("{name}-child"), "default", json!({}));
@@ -882,6 +883,224 @@ async fn server_side_apply_after_client_side_apply_and_its_conflicts() {
     assert_eq!(
         k.get("pods", "default", "web").unwrap()["spec"]["containers"][0]["image"],
         "nginx:3"
+    );
+    k.sim.shutdown().await;
+}
+
+// The three error texts below are what kubectl 1.33 prints against a real cluster: the 422
+// Status of `errors.NewInvalid` (apimachinery/pkg/api/errors/errors.go) with the messages of
+// apimachinery/pkg/util/validation/validation.go IsDNS1123Subdomain, pkg/apis/core/validation
+// validateContainers and pkg/registry/apps/deployment/strategy.go's immutable selector, as
+// kubectl's cmdutil checkErr prints them (`The <Kind> "<name>" is invalid: <field>: <message>`
+// from details.causes for an Invalid error; `error: <message>` for the wrapped error of
+// `create configmap`, pkg/cmd/create/create_configmap.go "failed to create configmap: %v").
+
+const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_the_apiservers_error_for_a_bad_configmap_name() {
+    let k = Kubectl::new().await;
+    let o = k.run(&["create", "configmap", "Bad_Name"]).await;
+    assert!(!o.ok, "{}", o.stdout);
+    assert_eq!(
+        o.stderr,
+        format!("error: failed to create configmap: ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": {SUBDOMAIN_MESSAGE}\n")
+    );
+    assert!(k.get("configmaps", "default", "Bad_Name").is_none());
+    let posts = k.requests("POST", "/api/v1/namespaces/default/configmaps");
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].status, 422);
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_the_apiservers_error_for_a_pod_without_containers() {
+    let k = Kubectl::new().await;
+    let f = k.file(
+        "empty-pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nocontainers\nspec: {}\n",
+    );
+    let o = k.run(&["create", "-f", &f]).await;
+    assert!(!o.ok, "{}", o.stdout);
+    assert_eq!(
+        o.stderr,
+        "The Pod \"nocontainers\" is invalid: spec.containers: Required value\n"
+    );
+    assert!(k.get("pods", "default", "nocontainers").is_none());
+    // The same through apply of labels only, which would create the Pod.
+    let labels_only = k.file(
+        "labels-only.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nocontainers\n  labels:\n    app: web\n",
+    );
+    let o = k.run(&["apply", "--server-side", "-f", &labels_only]).await;
+    assert!(!o.ok, "{}", o.stdout);
+    assert_eq!(
+        o.stderr,
+        "The Pod \"nocontainers\" is invalid: spec.containers: Required value\n"
+    );
+    assert!(k.get("pods", "default", "nocontainers").is_none());
+    k.sim.shutdown().await;
+}
+
+const DEPLOYMENT_V1: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: main
+        image: nginx:1
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_the_apiservers_error_for_an_immutable_deployment_selector() {
+    let k = Kubectl::new().await;
+    let v1 = k.file("dep-v1.yaml", DEPLOYMENT_V1);
+    k.ok(&["apply", "-f", &v1]).await;
+    // The selector and the template labels change together, so only the immutability rule
+    // is broken.
+    let v2 = k.file(
+        "dep-v2.yaml",
+        &DEPLOYMENT_V1
+            .replace(
+                "    matchLabels:\n      app: web\n",
+                "    matchLabels:\n      app: web\n      track: canary\n",
+            )
+            .replace(
+                "      labels:\n        app: web\n",
+                "      labels:\n        app: web\n        track: canary\n",
+            ),
+    );
+    let o = k.run(&["apply", "-f", &v2]).await;
+    assert!(!o.ok, "{}", o.stdout);
+    assert_eq!(
+        o.stderr,
+        "The Deployment \"web\" is invalid: spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"web\", \"track\":\"canary\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable\n"
+    );
+    let stored = k.sim.store();
+    let d = stored
+        .get(stored.rid("apps/v1", "deployments"), "default", "web")
+        .unwrap()
+        .value();
+    assert_eq!(
+        d["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
+    k.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_recorded_through_events_k8s_io_shows_in_get_events_and_describe_pod() {
+    use kube::Resource;
+    use kube_runtime::events::{Event, EventType, Recorder, Reporter};
+    let k = Kubectl::new().await;
+    let f = k.file("pod.yaml", POD);
+    k.ok(&["create", "-f", &f]).await;
+    let client = client(&k.sim);
+    let pod: k8s_openapi::api::core::v1::Pod = kube::Api::namespaced(client.clone(), "default")
+        .get("web")
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client,
+        Reporter {
+            controller: "example.com/web-watcher".into(),
+            instance: Some("watcher-0".into()),
+        },
+    );
+    recorder
+        .publish(
+            &Event {
+                type_: EventType::Normal,
+                reason: "Configured".into(),
+                note: Some("pod web configured".into()),
+                action: "Configure".into(),
+                secondary: None,
+            },
+            &pod.object_ref(&()),
+        )
+        .await
+        .expect("the event is accepted");
+    let posted = k.requests("POST", "/apis/events.k8s.io/v1/namespaces/default/events");
+    assert_eq!(posted.len(), 1, "recorded through events.k8s.io");
+    assert_eq!(posted[0].status, 201);
+
+    let table = k.ok(&["get", "events", "-A"]).await;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "MESSAGE"
+        ],
+        "{table}"
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .expect("one event")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[0], "default", "{table}");
+    assert_eq!(
+        &row[2..],
+        [
+            "Normal",
+            "Configured",
+            "pod/web",
+            "pod",
+            "web",
+            "configured"
+        ],
+        "{table}"
+    );
+    let listed = k.requests("GET", "/api/v1/events");
+    assert!(!listed.is_empty(), "kubectl get events reads core v1");
+
+    let described = k.ok(&["describe", "pod", "web"]).await;
+    let events = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Events section:\n{described}"));
+    let rows: Vec<Vec<&str>> = events
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        rows[0],
+        ["Type", "Reason", "Age", "From", "Message"],
+        "{events}"
+    );
+    let event_row = &rows[2];
+    assert_eq!(event_row[0], "Normal", "{events}");
+    assert_eq!(event_row[1], "Configured", "{events}");
+    assert_eq!(
+        &event_row[3..],
+        ["example.com/web-watcher", "pod", "web", "configured"],
+        "{events}"
+    );
+    let uid = pod.metadata.uid.unwrap();
+    let searches = k.requests("GET", "/api/v1/namespaces/default/events");
+    assert!(
+        searches.iter().any(|r| r
+            .param("fieldSelector")
+            .is_some_and(|s| s.contains("involvedObject.name=web")
+                && s.contains(&format!("involvedObject.uid={uid}")))),
+        "describe searches core events by the pod's name and uid: {searches:?}"
     );
     k.sim.shutdown().await;
 }

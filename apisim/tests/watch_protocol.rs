@@ -270,7 +270,8 @@ async fn legacy_watch_paths_serve_every_resource() {
         .create(
             deps,
             Some("other"),
-            json!({"metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}, "template": {}}}),
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
         )
         .unwrap();
     let names = |r: &Raw| -> Vec<String> {
