@@ -140,6 +140,7 @@
 #![warn(missing_docs)]
 
 // What flows through the pipeline.
+pub mod names;
 pub mod resource;
 pub mod str_map;
 pub mod object;

@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use crate::names::{NameRule, Namespace, ObjectName, Subresource};
+
 #[cfg(feature = "client")]
 use http::Request;
 
@@ -25,6 +27,22 @@ pub struct ResourceId {
     pub version: String,
     /// Plural resource name, for example `pods`.
     pub plural: String,
+}
+
+/// A namespace that does not fit a resource's scope.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScopeError {
+    /// A namespaced resource was addressed without a namespace.
+    #[error("{0} is namespaced: a namespace is required")]
+    NeedsNamespace(String),
+    /// A cluster-scoped resource was addressed in a namespace.
+    #[error("{resource} is cluster-scoped: pass no namespace (got {namespace:?})")]
+    ClusterScoped {
+        /// The resource id.
+        resource: String,
+        /// The namespace given.
+        namespace: String,
+    },
 }
 
 /// Why a resource id could not be used.
@@ -179,6 +197,28 @@ const BUILTIN: &[(&str, &str, &str, &str, bool)] = &[
         true,
     ),
     ("coordination.k8s.io", "v1", "leases", "Lease", true),
+    ("events.k8s.io", "v1", "events", "Event", true),
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+    ),
     ("rbac.authorization.k8s.io", "v1", "roles", "Role", true),
     (
         "rbac.authorization.k8s.io",
@@ -272,39 +312,83 @@ impl ResourceSpec {
         }
     }
 
-    /// The collection path within one namespace (cluster-scoped resources ignore it).
-    pub fn namespaced_path(&self, namespace: &str) -> String {
-        if !self.namespaced {
-            return self.collection_path();
+    /// How the API server validates this resource's object names. Built-in
+    /// kinds have their own rule; a resource found by discovery gets the
+    /// least every kind asks for (a path segment), and the server applies
+    /// the rest.
+    pub fn name_rule(&self) -> NameRule {
+        match (self.id.group.as_str(), self.id.plural.as_str()) {
+            ("", "namespaces") => NameRule::Label,
+            ("", "services") => NameRule::Dns1035Label,
+            ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+            _ if self.builtin_kind() => NameRule::Subdomain,
+            _ => NameRule::PathSegment,
         }
-        let prefix = if self.id.group.is_empty() {
+    }
+
+    fn builtin_kind(&self) -> bool {
+        BUILTIN.iter().any(|(g, v, p, _, _)| {
+            *g == self.id.group && *v == self.id.version && *p == self.id.plural
+        })
+    }
+
+    /// Checks that `namespace` fits the resource's scope: a namespaced
+    /// resource needs one, a cluster-scoped one takes none.
+    pub fn check_scope(&self, namespace: Option<&Namespace>) -> Result<(), ScopeError> {
+        match (self.namespaced, namespace) {
+            (true, None) => Err(ScopeError::NeedsNamespace(self.id_string())),
+            (false, Some(ns)) => Err(ScopeError::ClusterScoped {
+                resource: self.id_string(),
+                namespace: ns.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The path of a request built from typed parts only: the collection in
+    /// `namespace` (a create), or one object and optionally its subresource,
+    /// for example `/api/v1/namespaces/ns/pods/web/status`. The namespace
+    /// must fit the resource's scope ([`ResourceSpec::check_scope`]).
+    ///
+    /// ```
+    /// use kube_informer::names::{Namespace, ObjectName, Subresource};
+    /// use kube_informer::resource::ResourceSpec;
+    /// let pods = ResourceSpec::builtin("v1/pods").unwrap().unwrap();
+    /// let ns = Namespace::parse("team-a").unwrap();
+    /// let web = ObjectName::parse("web", pods.name_rule()).unwrap();
+    /// assert_eq!(
+    ///     pods.path(Some(&ns), Some(&web), Some(Subresource::Status)).unwrap(),
+    ///     "/api/v1/namespaces/team-a/pods/web/status"
+    /// );
+    /// assert!(pods.path(None, Some(&web), None).is_err());
+    /// ```
+    pub fn path(
+        &self,
+        namespace: Option<&Namespace>,
+        name: Option<&ObjectName>,
+        subresource: Option<Subresource>,
+    ) -> Result<String, ScopeError> {
+        self.check_scope(namespace)?;
+        let mut p = if self.id.group.is_empty() {
             format!("/api/{}", self.id.version)
         } else {
             format!("/apis/{}/{}", self.id.group, self.id.version)
         };
-        format!("{prefix}/namespaces/{namespace}/{}", self.id.plural)
-    }
-
-    /// The path of one object (or its subresource), for example
-    /// `/api/v1/namespaces/ns/pods/web/status`. A namespace given for a
-    /// cluster-scoped resource is ignored.
-    pub fn object_path(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-        subresource: Option<&str>,
-    ) -> String {
-        let mut p = match namespace {
-            Some(ns) => self.namespaced_path(ns),
-            None => self.collection_path(),
-        };
-        p.push('/');
-        p.push_str(&encode_query_value(name));
-        if let Some(s) = subresource {
-            p.push('/');
-            p.push_str(s);
+        if let Some(ns) = namespace {
+            p.push_str("/namespaces/");
+            p.push_str(&encode_query_value(ns.as_str()));
         }
-        p
+        p.push('/');
+        p.push_str(&self.id.plural);
+        if let Some(name) = name {
+            p.push('/');
+            p.push_str(&encode_query_value(name.as_str()));
+            if let Some(s) = subresource {
+                p.push('/');
+                p.push_str(s.as_str());
+            }
+        }
+        Ok(p)
     }
 
     #[cfg(feature = "client")]
@@ -366,8 +450,9 @@ mod tests {
         let pods = ResourceSpec::builtin("v1/pods").unwrap().unwrap();
         assert!(pods.namespaced);
         assert_eq!(pods.collection_path(), "/api/v1/pods");
+        let ks = Namespace::parse("kube-system").unwrap();
         assert_eq!(
-            pods.namespaced_path("kube-system"),
+            pods.path(Some(&ks), None, None).unwrap(),
             "/api/v1/namespaces/kube-system/pods"
         );
         let dep = ResourceSpec::builtin("apps/v1/deployments")
@@ -376,7 +461,16 @@ mod tests {
         assert_eq!(dep.collection_path(), "/apis/apps/v1/deployments");
         let nodes = ResourceSpec::builtin("v1/nodes").unwrap().unwrap();
         assert!(!nodes.namespaced);
-        assert_eq!(nodes.namespaced_path("x"), "/api/v1/nodes");
+        let ns = Namespace::parse("x").unwrap();
+        let n1 = ObjectName::parse("n1", nodes.name_rule()).unwrap();
+        assert_eq!(
+            nodes.path(None, Some(&n1), None).unwrap(),
+            "/api/v1/nodes/n1"
+        );
+        assert!(matches!(
+            nodes.path(Some(&ns), Some(&n1), None),
+            Err(ScopeError::ClusterScoped { .. })
+        ));
         assert!(ResourceSpec::builtin("example.com/v1/widgets")
             .unwrap()
             .is_none());
