@@ -46,7 +46,7 @@ fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
         Case {
             name: "unknown key",
             manifest: format!("name = \"bad\"\n{ok_head}fuel = 10\n"),
-            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `fuel`: unknown key (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`)".into(),
+            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `fuel`: unknown key (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`, `max_request_bytes`, `max_answer_bytes`)".into(),
         },
         Case {
             name: "unknown resource",
@@ -66,7 +66,7 @@ fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
         Case {
             name: "wrong world",
             manifest: "name = \"bad\"\nwasm = \"../wasm/wrong-world.wasm\"\nresources = [\"v1/pods\"]\n".into(),
-            expected: "plugin not loaded: {dir}/wasm/wrong-world.wasm: plugin bad: component does not fit the host: it exports none of wasm-informer:plugin/handler@0.2.0, wasm-informer:plugin/reconciler@0.2.0, wasm-informer:plugin/handler@0.1.0 (its exports: run)".into(),
+            expected: "plugin not loaded: {dir}/wasm/wrong-world.wasm: plugin bad: component does not fit the host: it exports none of wasm-informer:plugin/handler@0.2.1, wasm-informer:plugin/reconciler@0.2.1, wasm-informer:plugin/handler@0.1.0 (its exports: run)".into(),
         },
         Case {
             name: "garbage wasm",

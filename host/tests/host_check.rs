@@ -36,11 +36,23 @@ fn the_cli_exits_non_zero_with_the_reason() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("world: wasm-informer:plugin/event-handler@0.2.0\nversion: 0.2.0\n"),
+        text.contains("world: wasm-informer:plugin/event-handler@0.2.1\nversion: 0.2.1\n"),
         "{text}"
     );
     assert!(text.contains("imports:"), "{text}");
-    assert!(text.contains("wasm-informer:plugin/cache@0.2.0"), "{text}");
+    assert!(text.contains("wasm-informer:plugin/cache@0.2.1"), "{text}");
+    // A 0.2.0 component runs against 0.2.1, and is named for what it is.
+    let out = cli(Path::new(plugin_artifacts::ECHO_V02));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("world: wasm-informer:plugin/event-handler@0.2.0\nversion: 0.2.0\n"),
+        "{text}"
+    );
     // A 0.1 component is named as such.
     let out = cli(Path::new(plugin_artifacts::NOOP_V01));
     assert!(

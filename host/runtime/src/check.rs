@@ -79,7 +79,7 @@ pub struct CheckReport {
     /// The file checked.
     pub path: String,
     /// The world it targets, for example
-    /// `wasm-informer:plugin/event-handler@0.2.0`.
+    /// `wasm-informer:plugin/event-handler@0.2.1`.
     pub world: String,
     /// The version of the WIT package it was built against.
     pub version: String,
@@ -164,7 +164,7 @@ pub enum CheckError {
     #[error(
         "{path}: imports interfaces the host does not provide: {imports} (the host provides \
          WASI 0.2 cli/clocks/filesystem/io/random/sockets, {PACKAGE}/{{types,cache,log}}@0.1.0 \
-         and {PACKAGE}/{{types,objects,cache,log,kube,events}}@0.2.0)"
+         and {PACKAGE}/{{types,objects,cache,log,kube,events}}@0.2.x)"
     )]
     UnsupportedImports { path: String, imports: String },
     #[error("{path}: exports {export} with the wrong functions or types: {detail}")]
@@ -206,11 +206,8 @@ fn split_version(name: &str) -> (&str, Option<&str>) {
 /// `world`.
 pub fn is_provided(world: World, name: &str) -> bool {
     let (iface, version) = split_version(name);
-    if let Some(own) = iface
-        .strip_prefix(PACKAGE)
-        .and_then(|r| r.strip_prefix('/'))
-    {
-        return version == Some(world.version()) && world.own_imports().contains(&own);
+    if iface.starts_with(PACKAGE) {
+        return world.may_import(name);
     }
     PROVIDED_WASI.contains(&iface) && version.is_some_and(|v| v.starts_with("0.2."))
 }
@@ -351,10 +348,18 @@ pub fn check_bytes(
         World::EventHandlerV02 => drop(v0_2::EventHandlerPre::new(pre).map_err(bad_exports)?),
         World::ControllerV02 => drop(v0_2::ControllerPre::new(pre).map_err(bad_exports)?),
     }
+    // The version it was built against, which may be earlier than the
+    // host's (a 0.2.0 component runs against 0.2.1).
+    let built = exports
+        .iter()
+        .filter(|e| world.may_export(e))
+        .find_map(|e| own_package_version(e))
+        .unwrap_or(world.version())
+        .to_string();
     Ok(CheckReport {
         path: p(),
-        world: world.name(),
-        version: world.version().to_string(),
+        world: format!("{PACKAGE}/{}@{built}", world.short_name()),
+        version: built,
         imports,
         exports,
         size_bytes: bytes.len(),
@@ -378,6 +383,7 @@ mod tests {
         assert!(!is_provided(v1, "wasm-informer:plugin/kube@0.1.0"));
         assert!(is_provided(v2, "wasm-informer:plugin/cache@0.2.0"));
         assert!(is_provided(v2, "wasm-informer:plugin/kube@0.2.0"));
+        assert!(is_provided(v2, "wasm-informer:plugin/kube@0.2.1"));
         assert!(is_provided(
             World::ControllerV02,
             "wasm-informer:plugin/events@0.2.0"

@@ -327,5 +327,5 @@ async fn an_event_handler_component_cannot_run_as_a_controller() {
         .await
         .unwrap_err();
     assert!(matches!(err, WorkersError::NotAController(_)), "{err}");
-    assert!(err.to_string().contains("event-handler@0.2.0"), "{err}");
+    assert!(err.to_string().contains("event-handler@0.2."), "{err}");
 }

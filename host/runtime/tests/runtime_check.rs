@@ -64,11 +64,14 @@ fn every_rust_plugin_passes() {
             continue;
         }
         let r = check_file(&engine, Path::new(path)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        // Built with wit-bindgen alone against WIT 0.1, or with the SDK (0.2).
+        // Built with wit-bindgen alone against the frozen WIT 0.1 or 0.2.0,
+        // or with the SDK (0.2.1).
         let version = if name.ends_with("-v01") {
             "0.1.0"
-        } else {
+        } else if name.ends_with("-v02") {
             "0.2.0"
+        } else {
+            "0.2.1"
         };
         assert_eq!(r.version, version, "{name}");
         // The SDK's controllers export `reconciler`, its handlers `handler`.
@@ -95,7 +98,8 @@ fn every_rust_plugin_passes() {
         );
     }
     for (wasm, version) in [
-        (plugin_artifacts::NOOP, "0.2.0"),
+        (plugin_artifacts::NOOP, "0.2.1"),
+        (plugin_artifacts::ECHO_V02, "0.2.0"),
         (plugin_artifacts::NOOP_V01, "0.1.0"),
     ] {
         let r = check_bytes(&engine, "noop", &std::fs::read(wasm).unwrap()).unwrap();

@@ -19,10 +19,11 @@ pub const PACKAGE: &str = "wasm-informer:plugin";
 pub enum World {
     /// `wasm-informer:plugin/event-handler@0.1.0`: events, cache and log.
     EventHandlerV01,
-    /// `wasm-informer:plugin/event-handler@0.2.0`: events as object handles,
-    /// plus the `kube` and `events` capabilities.
+    /// `wasm-informer:plugin/event-handler@0.2.1` (and 0.2.0): events as
+    /// object handles, plus the `kube` and `events` capabilities.
     EventHandlerV02,
-    /// `wasm-informer:plugin/controller@0.2.0`: a reconciler fed by a work queue.
+    /// `wasm-informer:plugin/controller@0.2.1` (and 0.2.0): a reconciler fed
+    /// by a work queue.
     ControllerV02,
 }
 
@@ -42,6 +43,25 @@ impl World {
         }
     }
 
+    /// The package versions whose components run as this world: the
+    /// world's own version and the earlier ones it is compatible with (a
+    /// 0.2.0 component imports a subset of 0.2.1 and runs unchanged).
+    pub fn accepts(self) -> &'static [&'static str] {
+        match self {
+            World::EventHandlerV01 => &[v0_1::PACKAGE_VERSION],
+            World::EventHandlerV02 | World::ControllerV02 => v0_2::ACCEPTS,
+        }
+    }
+
+    /// Whether `name` (`PACKAGE/IFACE@VERSION`) is `iface` of our package at
+    /// a version this world accepts.
+    fn names(self, name: &str, iface: &str) -> bool {
+        name.strip_prefix(PACKAGE)
+            .and_then(|r| r.strip_prefix('/'))
+            .and_then(|r| r.split_once('@'))
+            .is_some_and(|(i, v)| i == iface && self.accepts().contains(&v))
+    }
+
     /// The world's short name.
     pub fn short_name(self) -> &'static str {
         match self {
@@ -50,18 +70,22 @@ impl World {
         }
     }
 
-    /// `wasm-informer:plugin/event-handler@0.2.0`.
+    /// `wasm-informer:plugin/event-handler@0.2.1`.
     pub fn name(self) -> String {
         format!("{PACKAGE}/{}@{}", self.short_name(), self.version())
     }
 
-    /// The interface the world exports, with its version.
-    pub fn export(self) -> String {
-        let iface = match self {
+    /// The interface the world exports.
+    fn export_iface(self) -> &'static str {
+        match self {
             World::EventHandlerV01 | World::EventHandlerV02 => "handler",
             World::ControllerV02 => "reconciler",
-        };
-        format!("{PACKAGE}/{iface}@{}", self.version())
+        }
+    }
+
+    /// The interface the world exports, with its version.
+    pub fn export(self) -> String {
+        format!("{PACKAGE}/{}@{}", self.export_iface(), self.version())
     }
 
     /// The interfaces of our package the world may import.
@@ -78,12 +102,27 @@ impl World {
     pub fn detect<S: AsRef<str>>(exports: &[S]) -> Option<World> {
         World::ALL
             .into_iter()
-            .find(|w| exports.iter().any(|e| e.as_ref() == w.export()))
+            .find(|w| exports.iter().any(|e| w.may_export(e.as_ref())))
     }
 
-    /// The package versions the host implements.
+    /// Whether `name` is the interface this world exports, at a version it
+    /// accepts.
+    pub fn may_export(self, name: &str) -> bool {
+        self.names(name, self.export_iface())
+    }
+
+    /// Whether `name` is an interface of our package that `self` may import,
+    /// at a version it accepts.
+    pub fn may_import(self, name: &str) -> bool {
+        self.own_imports().iter().any(|i| self.names(name, i))
+    }
+
+    /// The package versions the host runs components of.
     pub fn versions() -> Vec<&'static str> {
-        let mut v: Vec<&str> = World::ALL.iter().map(|w| w.version()).collect();
+        let mut v: Vec<&str> = World::ALL
+            .iter()
+            .flat_map(|w| w.accepts().iter().copied())
+            .collect();
         v.sort();
         v.dedup();
         v
@@ -105,14 +144,22 @@ mod tests {
             Some(World::EventHandlerV02)
         );
         assert_eq!(
+            World::detect(&["wasm-informer:plugin/handler@0.2.1"]),
+            Some(World::EventHandlerV02)
+        );
+        assert_eq!(
             World::detect(&["wasm-informer:plugin/reconciler@0.2.0"]),
             Some(World::ControllerV02)
         );
+        assert_eq!(World::detect(&["wasm-informer:plugin/handler@0.2.2"]), None);
         assert_eq!(World::detect(&["wasi:cli/run@0.2.0"]), None);
         assert_eq!(
             World::ControllerV02.name(),
-            "wasm-informer:plugin/controller@0.2.0"
+            "wasm-informer:plugin/controller@0.2.1"
         );
-        assert_eq!(World::versions(), vec!["0.1.0", "0.2.0"]);
+        assert_eq!(World::versions(), vec!["0.1.0", "0.2.0", "0.2.1"]);
+        assert!(World::EventHandlerV02.may_import("wasm-informer:plugin/kube@0.2.0"));
+        assert!(World::EventHandlerV02.may_import("wasm-informer:plugin/kube@0.2.1"));
+        assert!(!World::EventHandlerV01.may_import("wasm-informer:plugin/kube@0.2.1"));
     }
 }
