@@ -119,6 +119,8 @@ impl HostState {
             state: &self.kube,
             objects: &mut self.objects,
             clock: &mut self.clock,
+            memory: &self.limiter,
+            cache: &self.cache,
         }
     }
 

@@ -125,7 +125,8 @@ impl PluginInstance {
         });
         let factor = INIT_BUDGET_FACTOR as u32;
         let _ = store.set_fuel(limits.fuel_per_event.saturating_mul(INIT_BUDGET_FACTOR));
-        store.data_mut().clock.start(factor);
+        let tenure = store.data().kube.tenure();
+        store.data_mut().clock.start(factor, tenure);
         store.set_epoch_deadline(
             engine
                 .deadline_ticks(timeout)
@@ -352,7 +353,8 @@ fn arm(store: &mut Store<HostState>, fuel: u64, deadline_ticks: u64) {
     // References of an earlier call are forgotten before this one starts.
     data.objects.clear();
     data.limiter.reset();
-    data.clock.start(1);
+    let tenure = data.kube.tenure();
+    data.clock.start(1, tenure);
     // Fuel metering is always on in this engine, so this cannot fail.
     let _ = store.set_fuel(fuel);
     store.set_epoch_deadline(deadline_ticks);

@@ -10,6 +10,8 @@
 pub struct MemoryLimiter {
     max_bytes: usize,
     refused: bool,
+    /// The largest size granted to a linear memory so far.
+    largest: usize,
 }
 
 /// Most table elements an instance may hold (JavaScript components use large
@@ -22,7 +24,19 @@ impl MemoryLimiter {
         Self {
             max_bytes,
             refused: false,
+            largest: 0,
         }
+    }
+
+    /// The cap, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// The size of the instance's largest linear memory, in bytes (memories
+    /// never shrink).
+    pub fn largest_memory(&self) -> usize {
+        self.largest
     }
 
     /// Whether a growth was refused since the last [`MemoryLimiter::reset`].
@@ -47,7 +61,11 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             self.refused = true;
             return Ok(false);
         }
-        Ok(maximum.is_none_or(|m| desired <= m))
+        let ok = maximum.is_none_or(|m| desired <= m);
+        if ok {
+            self.largest = self.largest.max(desired);
+        }
+        Ok(ok)
     }
 
     fn table_growing(
@@ -74,6 +92,7 @@ mod tests {
         assert!(l.refused());
         l.reset();
         assert!(!l.refused());
+        assert_eq!(l.largest_memory(), 1 << 20);
         // The module's own maximum is honoured without counting as a cap hit.
         assert!(!l.memory_growing(0, 1 << 19, Some(1 << 18)).unwrap());
         assert!(!l.refused());

@@ -38,6 +38,9 @@ pub struct ObjectHandle {
 pub struct ObjectTable {
     base: u32,
     items: Vec<ObjectHandle>,
+    /// Bytes of API answers referenced in this call (cached objects are
+    /// shared with the cache and cost nothing here).
+    answer_bytes: usize,
 }
 
 /// The call already references [`MAX_OBJECTS_PER_CALL`] objects.
@@ -46,6 +49,23 @@ pub struct ObjectTable {
 pub struct TooManyObjects;
 
 impl ObjectTable {
+    /// References an API answer of `bytes` bytes for the rest of the call.
+    pub fn push_answer(
+        &mut self,
+        resource: &Arc<str>,
+        object: ObjectRef,
+        bytes: usize,
+    ) -> Result<u32, TooManyObjects> {
+        let r = self.push(resource, object)?;
+        self.answer_bytes += bytes;
+        Ok(r)
+    }
+
+    /// Bytes of API answers this call holds.
+    pub fn answer_bytes(&self) -> usize {
+        self.answer_bytes
+    }
+
     /// References `object` for the rest of the call.
     pub fn push(&mut self, resource: &Arc<str>, object: ObjectRef) -> Result<u32, TooManyObjects> {
         let n = self.items.len() as u32;
@@ -87,6 +107,7 @@ impl ObjectTable {
         let next = self.base + self.items.len() as u32;
         self.base = if next >= WRAP { 0 } else { next };
         self.items.clear();
+        self.answer_bytes = 0;
     }
 
     /// Objects referenced in the call in progress.
@@ -133,7 +154,7 @@ mod tests {
     fn references_stay_below_2_31_and_wrap() {
         let mut t = ObjectTable {
             base: WRAP - 1,
-            items: Vec::new(),
+            ..ObjectTable::default()
         };
         let res: Arc<str> = "v1/pods".into();
         let r = t.push(&res, obj("a")).unwrap();

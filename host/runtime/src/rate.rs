@@ -30,6 +30,25 @@ impl TokenBucket {
         }
     }
 
+    /// Changes the rate and the burst, keeping the tokens already there (at
+    /// most the new burst): a new setting never refills the bucket.
+    pub fn set_rate(&mut self, now: Instant, rate: f64, burst: f64) {
+        self.refill(now);
+        self.rate = rate;
+        self.burst = burst.max(1.0);
+        self.tokens = self.tokens.min(self.burst);
+    }
+
+    /// The sustained rate (tokens per second; 0 or less: no limit).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// The burst.
+    pub fn burst(&self) -> f64 {
+        self.burst
+    }
+
     /// Whether the bucket limits at all.
     pub fn unlimited(&self) -> bool {
         self.rate <= 0.0
@@ -84,6 +103,21 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_rate_keeps_the_tokens_and_never_refills() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(5.0, 10.0);
+        b.last = t0;
+        for _ in 0..10 {
+            assert!(b.try_take(t0));
+        }
+        b.set_rate(t0, 5.0, 10.0);
+        assert!(!b.try_take(t0), "the same setting again gives no token");
+        b.set_rate(t0, 1.0, 2.0);
+        assert!(!b.try_take(t0 + Duration::from_millis(500)));
+        assert!(b.try_take(t0 + Duration::from_secs(1)));
+    }
 
     #[test]
     fn burst_then_rate() {

@@ -62,8 +62,7 @@ impl Parts {
         let kube = services.api.clone().map(|api| {
             Arc::new(KubeClient::new(
                 name.clone(),
-                services.grants.clone(),
-                services.dry_run,
+                &services,
                 api,
                 status.clone(),
             ))

@@ -87,6 +87,8 @@ pub struct ApiStats {
     denied: AtomicU64,
     /// Requests sent as dry runs.
     dry_run: AtomicU64,
+    /// API answers refused because they would not fit the plugin's memory.
+    answers_refused: AtomicU64,
     /// Time of each call, grant check to answer (token wait and retries
     /// included); shared by every version of a plugin.
     latency: Arc<LatencyHistogram>,
@@ -95,6 +97,10 @@ pub struct ApiStats {
 impl ApiStats {
     pub(crate) fn record_denied(&self) {
         self.denied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_answer_refused(&self) {
+        self.answers_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn record(&self, verb: &str, code: &str, dry_run: bool, took: Duration) {
@@ -137,6 +143,7 @@ impl ApiStats {
             by_verb: requests,
             denied: self.denied.load(Ordering::Relaxed),
             dry_run: self.dry_run.load(Ordering::Relaxed),
+            answers_refused: self.answers_refused.load(Ordering::Relaxed),
             latency_p50_us: self.latency.quantile_us(0.5),
             latency_p99_us: self.latency.quantile_us(0.99),
         }
@@ -150,8 +157,10 @@ pub struct ApiSnapshot {
     pub requests: u64,
     /// Requests by verb, then by outcome code.
     pub by_verb: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Calls refused by the plugin's grants.
+    /// Calls refused before sending: malformed, or not granted.
     pub denied: u64,
+    /// Answers refused because they would take the plugin past `memory_mb`.
+    pub answers_refused: u64,
     /// Requests sent as dry runs.
     pub dry_run: u64,
     /// Median call latency, µs.

@@ -25,8 +25,10 @@ use kube_informer::object::{Object, ObjectRef, Transform};
 use parking_lot::Mutex;
 use runtime_support::FakeCache;
 use serde_json::json;
-use wasm_informer_runtime::capability::api::{ApiRequest, ApiResponse, ClusterApi, Transport};
-use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, WriteGrant};
+use wasm_informer_runtime::capability::api::{
+    ApiRequest, ApiResponse, ClusterApi, Exchange, Tenure,
+};
+use wasm_informer_runtime::capability::kube::{EventsGrant, Grants, KubeSettings, WriteGrant};
 use wasm_informer_runtime::{
     check_file, EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner,
     PluginSpec, PluginState,
@@ -40,7 +42,7 @@ struct RecordingApi {
 }
 
 impl ClusterApi for RecordingApi {
-    fn call(&self, request: &ApiRequest, _deadline: Instant) -> Result<ApiResponse, Transport> {
+    fn call(&self, request: &ApiRequest, _deadline: Instant, _tenure: Option<Tenure>) -> Exchange {
         self.requests.lock().push(request.clone());
         let body = request
             .body
@@ -48,14 +50,19 @@ impl ClusterApi for RecordingApi {
             .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
             .filter(|b| b["metadata"]["name"].is_string())
             .unwrap_or_else(|| {
+                let t = &request.target;
                 json!({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": request.name, "namespace": request.namespace}})
+                       "metadata": {"name": t.name().map(|n| n.as_str()),
+                                    "namespace": t.namespace().map(|n| n.as_str())}})
             });
-        Ok(ApiResponse {
-            code: 200,
-            retry_after: None,
-            body: body.to_string(),
-        })
+        Exchange {
+            sent: Some(request.line(None)),
+            result: Ok(ApiResponse {
+                code: 200,
+                retry_after: None,
+                body: body.to_string(),
+            }),
+        }
     }
 }
 
@@ -115,12 +122,19 @@ fn manifest(name: &str) -> Manifest {
             .unwrap()
         })
         .collect();
+    let resources = strings("resources");
+    let events = table
+        .get("events")
+        .and_then(|e| e.as_bool())
+        .unwrap_or(false);
     let kube = KubeSettings {
         grants,
-        events: table
-            .get("events")
-            .and_then(|e| e.as_bool())
-            .unwrap_or(false),
+        // As the host grants `events = true` to a plugin that reads
+        // cluster-wide: any namespace, about what it watches.
+        events: events.then(|| EventsGrant {
+            namespaces: None,
+            regarding: resources.iter().cloned().collect(),
+        }),
         ..KubeSettings::default()
     };
     let config = table
@@ -129,7 +143,7 @@ fn manifest(name: &str) -> Manifest {
         .unwrap_or(toml::Value::Table(Default::default()));
     Manifest {
         wasm,
-        resources: strings("resources"),
+        resources,
         spec: PluginSpec {
             name: name.to_string(),
             config_json: serde_json::to_string(&config).unwrap(),
@@ -178,13 +192,7 @@ async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Run {
     let settings = m.spec.kube.clone();
     let plugin = LoadedPlugin::from_file(&engine, m.spec, &m.wasm).unwrap();
     let api = Arc::new(RecordingApi::default());
-    let services = HostServices {
-        cache,
-        api: Some(api.clone()),
-        grants: Grants::new(settings.clone()),
-        dry_run: false,
-        identity: "test-host".into(),
-    };
+    let services = HostServices::with_api(cache, api.clone(), Grants::new(settings.clone()));
     let mut runner = PluginRunner::start(engine.clone(), plugin, services)
         .await
         .unwrap();
@@ -208,7 +216,7 @@ async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Run {
     let requests = api.requests.lock().clone();
     let (events, writes): (Vec<_>, Vec<_>) = requests
         .into_iter()
-        .partition(|r| r.resource == "events.k8s.io/v1/events");
+        .partition(|r| r.resource() == "events.k8s.io/v1/events");
     // Exactly the grants it uses: each request is allowed by one, each grant
     // allowed one, and Events only with `events = true`.
     for w in &writes {
@@ -216,7 +224,7 @@ async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Run {
     }
     let used: BTreeSet<String> = writes
         .iter()
-        .map(|w| format!("{} {}", w.resource, w.verb.as_str()))
+        .map(|w| format!("{} {}", w.resource(), w.verb.as_str()))
         .collect();
     let granted: BTreeSet<String> = settings
         .grants
@@ -229,7 +237,7 @@ async fn run_manifest(name: &str, objects: Vec<ObjectRef>) -> Run {
         .collect();
     assert_eq!(used, granted, "{name}: the grants are exactly what it uses");
     assert_eq!(
-        settings.events,
+        settings.events.is_some(),
         !events.is_empty(),
         "{name}: events = true exactly when it records Events"
     );

@@ -3,9 +3,10 @@
 //! c-template and js-/python-/c-controller-template, do what the plugin
 //! guides say:
 //! - the event-handler templates log one line per pod with a cache count,
-//!   give an unlabelled pod the `[config]` label by server-side apply and
-//!   record a Normal Event, leave a labelled one alone, fail the event when
-//!   the patch is refused, and refuse a bad config with a clear error;
+//!   give an unlabelled pod the `[config]` label by server-side apply with
+//!   must-exist and record a Normal Event, leave a labelled one alone and a
+//!   vanished one too, fail the event when the apply is refused, and refuse a
+//!   bad config with a clear error;
 //! - the controller templates (world `controller`) label an unlabelled object
 //!   by a merge patch and record a Normal Event, leave a labelled one alone,
 //!   requeue when configured, treat a vanished object as done, retry on
@@ -62,11 +63,16 @@ fn check_template(name: &str, bad_label_error: &str) {
     let calls = g.kube_call_summaries();
     assert_eq!(
         calls,
-        vec![json!(["patch", PODS, "prod", "a", "apply",
+        vec![json!(["apply", PODS, "prod", "a", "apply",
                     {"apiVersion": "v1", "kind": "Pod",
                      "metadata": {"name": "a", "namespace": "prod", "labels": {"team": "platform"}}},
                     false])],
         "{name}"
+    );
+    // From an event, which may be stale: an apply that never creates.
+    assert!(
+        g.kube_calls()[0].must_exist,
+        "{name}: apply without must-exist"
     );
     let p = &g.published();
     assert_eq!(p.len(), 1, "{name}");
@@ -81,6 +87,16 @@ fn check_template(name: &str, bad_label_error: &str) {
         "{name}"
     );
     assert_eq!(p[0].regarding, reference_of(&objects[0]), "{name}");
+    // A pod gone since its event: nothing to label, no Event, no error.
+    g.answer_kube(Err(ApiError::NotFound("pods \"a\" not found".into())));
+    g.on_event(&event(EventKind::Added, &objects[0], false))
+        .unwrap();
+    assert!(
+        g.messages().iter().any(|m| m == "gone prod/a"),
+        "{name}: {:?}",
+        g.messages()
+    );
+    assert_eq!(g.published().len(), 1, "{name}");
     // A refused patch is the handler's error, and records no Event.
     g.answer_kube(Err(ApiError::Forbidden("no [[write]] grant".into())));
     let e = g

@@ -6,11 +6,15 @@
 //! references in 0.2 (the guest then copies only the fields it reads).
 //!
 //! Invariant: a query never traps the guest. A read of a resource outside the
-//! `read` list returns `forbidden`; every other failure is a `cache-error`.
+//! `read` list returns `forbidden`; a key or namespace the API server's name
+//! rules refuse is `invalid-selector` naming the rule (it could match
+//! nothing); every other failure is a `cache-error`. Guest strings appear in
+//! messages only quoted and bounded.
 
 use std::sync::Arc;
 
 use kube_informer::cache_view::{CacheError, CacheView};
+use kube_informer::names::{quoted, split_key, Namespace};
 use kube_informer::object::ObjectRef;
 use wasmtime::component::{HasData, HasSelf, Linker};
 
@@ -49,14 +53,18 @@ impl CacheState {
             Ok(&*self.view)
         } else {
             Err(CacheError::Forbidden(format!(
-                "plugin {} may not read {resource}: it is not in the manifest's `read` list",
-                self.plugin
+                "plugin {} may not read {}: it is not in the manifest's `read` list",
+                self.plugin,
+                quoted(resource)
             )))
         }
     }
 
     fn get(&self, resource: &str, key: &str) -> Result<Option<ObjectRef>, CacheError> {
-        self.gate(resource)?.get(resource, key)
+        let view = self.gate(resource)?;
+        // A key the API server could not have named matches nothing; say why.
+        split_key(key).map_err(|e| CacheError::InvalidSelector(format!("invalid key: {e}")))?;
+        view.get(resource, key)
     }
 
     fn list(
@@ -65,7 +73,21 @@ impl CacheState {
         namespace: Option<&str>,
         selector: Option<&str>,
     ) -> Result<Vec<ObjectRef>, CacheError> {
-        self.gate(resource)?.list(resource, namespace, selector)
+        let view = self.gate(resource)?;
+        if let Some(ns) = namespace {
+            Namespace::parse(ns).map_err(|e| CacheError::InvalidSelector(e.to_string()))?;
+        }
+        view.list(resource, namespace, selector)
+    }
+
+    /// Whether the host's cache holds `key` of `resource`, whatever the
+    /// plugin's `read` list: `None` when no informer of the host serves the
+    /// resource.
+    pub fn holds(&self, resource: &str, key: &str) -> Option<bool> {
+        match self.view.get(resource, key) {
+            Ok(o) => Some(o.is_some()),
+            Err(_) => None,
+        }
     }
 
     fn by_index(

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::api::Tenure;
 use super::kube::ApiBudget;
 
 /// The clock of the call in progress.
@@ -39,12 +40,13 @@ impl CallClock {
     }
 
     /// Starts a new call: the guest gets `scale` times the timeout (and the
-    /// API budget), `scale` being more than 1 for `init`.
-    pub fn start(&mut self, scale: u32) {
+    /// API budget), `scale` being more than 1 for `init`; its API calls are
+    /// sent only under `tenure`, the lease tenure it starts in.
+    pub fn start(&mut self, scale: u32, tenure: Option<Tenure>) {
         self.started = Instant::now();
         self.limit = self.timeout * scale;
         self.blocked = Duration::ZERO;
-        self.budget = ApiBudget::new(self.api_time * scale);
+        self.budget = ApiBudget::within(self.api_time * scale, tenure);
     }
 
     /// The guest-time limit of the call in progress.
@@ -85,7 +87,7 @@ mod tests {
     #[test]
     fn blocked_time_is_not_guest_time() {
         let mut c = CallClock::new(Duration::from_millis(100), Duration::from_secs(1));
-        c.start(1);
+        c.start(1, None);
         c.blocked_for(Duration::from_millis(25));
         let before = c.started.elapsed();
         let g = c.guest_time();
@@ -93,7 +95,7 @@ mod tests {
         let blocked = Duration::from_millis(25);
         assert!(g >= before.saturating_sub(blocked) && g <= after.saturating_sub(blocked));
         assert_eq!(c.blocked(), blocked);
-        c.start(10);
+        c.start(10, None);
         assert_eq!(c.blocked(), Duration::ZERO);
         assert_eq!(c.limit(), Duration::from_secs(1));
         assert!(c.remaining() <= c.limit());

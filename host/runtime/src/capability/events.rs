@@ -6,12 +6,19 @@
 //! instead of creating new objects, as kube-runtime's `events::Recorder`
 //! does: repeats are the same (type, reason, action, regarding object) within
 //! [`SERIES_TTL`] of the last occurrence, and they patch the Event with
-//! `series.count` and `series.lastObservedTime`.
+//! `series.count` and `series.lastObservedTime` only (the note of an Event is
+//! immutable, so it stays the first occurrence's, as client-go keeps it).
 //!
-//! Invariant: only a plugin whose manifest says `events = true` reaches the
-//! API server through here; every request goes through the plugin's
-//! [`KubeClient`] (its token bucket, timeout, dry run and audit line), and
-//! only to the `events` resource of events.k8s.io/v1.
+//! Invariants: only a plugin whose manifest grants `events` reaches the API
+//! server through here, and only in the namespaces its grant allows (the
+//! ones it reads or writes in, or the list `events = { namespaces = [...] }`)
+//! about objects of resources it watches, reads or writes; the record is
+//! checked as the API server validates an Event (a note of at most
+//! [`MAX_NOTE_BYTES`], reason and action of at most [`MAX_REASON_BYTES`]),
+//! and every part of the object reference is parsed by the API server's name
+//! rules, before anything is sent; every request goes through the plugin's
+//! [`KubeClient`] (its quota, timeout, dry run and audit line), and only to
+//! the `events` resource of events.k8s.io/v1.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,14 +26,22 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use super::api::{ApiRequest, PatchType, Verb};
-use super::kube::{ApiBudget, KubeClient, KubeError};
+use kube_informer::names::{quoted, NameRule, Namespace, ObjectName};
+use kube_informer::resource::ResourceId;
+
+use super::api::{ApiRequest, Malformed, PatchType, Verb};
+use super::kube::{ApiBudget, EventsGrant, KubeClient, KubeError, Refusal};
 
 /// The resource Events are written to.
 pub const EVENTS_RESOURCE: &str = "events.k8s.io/v1/events";
 /// How long after its last occurrence a repeat still joins an Event's
 /// series (kube-runtime's `CACHE_TTL`).
 pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+/// The longest `note` the API server accepts (events.k8s.io validation,
+/// `NoteLengthLimit`).
+pub const MAX_NOTE_BYTES: usize = 1024;
+/// The longest `reason` and `action` the API server accepts.
+pub const MAX_REASON_BYTES: usize = 128;
 
 /// `Normal` or `Warning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,7 +102,6 @@ struct SeriesKey {
 
 #[derive(Debug, Clone)]
 struct Series {
-    namespace: String,
     name: String,
     count: u64,
     last: Instant,
@@ -152,14 +166,108 @@ impl EventRecorder {
         &self.controller
     }
 
+    /// Checks `ev` as the API server validates an Event, and against the
+    /// plugin's events grant: the namespace the Event goes to (its object's,
+    /// or `default` for a cluster-scoped object) and the resource of the
+    /// object it is about.
+    fn check(&self, ev: &EventRecord, grant: &EventsGrant) -> Result<Namespace, Refusal> {
+        let invalid = |field: &'static str, message: String| {
+            Refusal::Malformed(Malformed::new(field, message))
+        };
+        for (field, value) in [("reason", &ev.reason), ("action", &ev.action)] {
+            if value.is_empty() {
+                return Err(invalid(
+                    field,
+                    format!("an Event needs a {field}: Required value"),
+                ));
+            }
+            if value.len() > MAX_REASON_BYTES {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{field} is {} bytes: may have at most {MAX_REASON_BYTES} characters",
+                        value.len()
+                    ),
+                ));
+            }
+        }
+        if ev.note.len() > MAX_NOTE_BYTES {
+            return Err(invalid(
+                "note",
+                format!(
+                    "note is {} bytes: may have at most {MAX_NOTE_BYTES} characters",
+                    ev.note.len()
+                ),
+            ));
+        }
+        let r = &ev.regarding;
+        let enforce = self.client.enforces_grants();
+        let resource = grant.regarding.iter().find(|id| {
+            ResourceId::parse(id).is_ok_and(|rid| {
+                rid.group_version() == r.api_version
+                    && self
+                        .client
+                        .resolve(&rid)
+                        .is_ok_and(|spec| spec.kind == r.kind)
+            })
+        });
+        let ns = match resource {
+            Some(resource) => {
+                // The object reference must name one object of that resource.
+                let target = self
+                    .client
+                    .target(resource, r.namespace.as_deref(), Some(&r.name), None)
+                    .map_err(|m| Refusal::Malformed(Malformed::new("regarding", m.message)))?;
+                target.namespace().cloned()
+            }
+            None if enforce => {
+                return Err(Refusal::Forbidden(format!(
+                    "{} may not record Events about {} {}: Events may only be about objects of \
+                     the resources the plugin watches, reads or writes",
+                    self.controller,
+                    quoted(&r.api_version),
+                    quoted(&r.kind)
+                )))
+            }
+            // Unchecked: only the name rules every object has.
+            None => {
+                ObjectName::parse(&r.name, NameRule::PathSegment)
+                    .map_err(|e| Refusal::Malformed(Malformed::new("regarding", e.to_string())))?;
+                r.namespace
+                    .as_deref()
+                    .map(Namespace::parse)
+                    .transpose()
+                    .map_err(|e| Refusal::Malformed(Malformed::new("regarding", e.to_string())))?
+            }
+        };
+        let ns = ns.unwrap_or_else(|| Namespace::parse("default").expect("a valid namespace"));
+        if let Some(allowed) = grant.namespaces.as_ref().filter(|_| enforce) {
+            if !allowed.contains(&ns) {
+                return Err(Refusal::Forbidden(format!(
+                    "{} may not record Events in namespace {ns}: its Events go only to the \
+                     namespaces it reads or writes in, or to those `events = {{ namespaces = \
+                     [...] }}` lists",
+                    self.controller
+                )));
+            }
+        }
+        Ok(ns)
+    }
+
     /// Records `ev`: a new Event, or a patch of the series it repeats.
     pub fn record(&self, ev: &EventRecord, budget: &ApiBudget) -> Result<(), KubeError> {
-        if ev.reason.is_empty() || ev.action.is_empty() {
-            return Err(KubeError::Invalid {
-                message: "an Event needs a reason and an action".into(),
-                causes: Vec::new(),
-            });
-        }
+        let settings = self.client.settings();
+        let Some(grant) = settings.events.as_ref() else {
+            let why = Refusal::Forbidden(format!(
+                "{} may not record Events: its manifest does not grant `events`",
+                self.controller
+            ));
+            return Err(self.client.refused(None, why, budget));
+        };
+        let namespace = match self.check(ev, grant) {
+            Ok(ns) => ns,
+            Err(why) => return Err(self.client.refused(None, why, budget)),
+        };
         let now = Instant::now();
         let key = SeriesKey {
             regarding: ev.regarding.clone(),
@@ -173,18 +281,27 @@ impl EventRecorder {
             series.get(&key).cloned()
         };
         let stamp = micro_time(SystemTime::now());
+        let events = |name: Option<&str>| {
+            self.client
+                .target(EVENTS_RESOURCE, Some(namespace.as_str()), name, None)
+        };
         let (request, entry) = match repeat {
             Some(s) => {
                 let count = s.count + 1;
+                // Only the series: an Event's note, like its reason and
+                // object, is immutable (events.k8s.io `ValidateEventUpdate`),
+                // so a repeat keeps the first occurrence's note, as
+                // client-go's recorder does.
                 let patch = serde_json::json!({
                     "series": { "count": count, "lastObservedTime": stamp },
-                    "note": ev.note,
                 });
-                let mut r = ApiRequest::new(Verb::Patch, EVENTS_RESOURCE);
-                r.namespace = Some(s.namespace.clone());
-                r.name = Some(s.name.clone());
-                r.patch = Some(PatchType::Merge);
-                r.body = Some(patch.to_string());
+                let r = events(Some(s.name.as_str()))
+                    .and_then(|t| ApiRequest::new(Verb::Patch, t))
+                    .map(|mut r| {
+                        r.patch = Some(PatchType::Merge);
+                        r.body = Some(patch.to_string());
+                        r
+                    });
                 (
                     r,
                     Series {
@@ -195,16 +312,11 @@ impl EventRecorder {
                 )
             }
             None => {
-                let namespace = ev
-                    .regarding
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into());
                 let nanos = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default()
                     .as_nanos();
-                let name = format!("{}.{nanos:x}", ev.regarding.name);
+                let name = event_name(&ev.regarding.name, nanos);
                 let mut regarding = serde_json::json!({
                     "apiVersion": ev.regarding.api_version,
                     "kind": ev.regarding.kind,
@@ -219,7 +331,7 @@ impl EventRecorder {
                 let body = serde_json::json!({
                     "apiVersion": "events.k8s.io/v1",
                     "kind": "Event",
-                    "metadata": { "name": name, "namespace": namespace },
+                    "metadata": { "name": name, "namespace": namespace.as_str() },
                     "eventTime": stamp,
                     "reportingController": self.controller,
                     "reportingInstance": self.instance,
@@ -229,13 +341,15 @@ impl EventRecorder {
                     "note": ev.note,
                     "regarding": regarding,
                 });
-                let mut r = ApiRequest::new(Verb::Create, EVENTS_RESOURCE);
-                r.namespace = Some(namespace.clone());
-                r.body = Some(body.to_string());
+                let r = events(None)
+                    .and_then(|t| ApiRequest::new(Verb::Create, t))
+                    .map(|mut r| {
+                        r.body = Some(body.to_string());
+                        r
+                    });
                 (
                     r,
                     Series {
-                        namespace,
                         name,
                         count: 1,
                         last: now,
@@ -243,19 +357,23 @@ impl EventRecorder {
                 )
             }
         };
-        let controller = self.controller.clone();
-        self.client.call_checked(request, budget, |s, _| {
-            if s.events {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{controller} may not record Events: its manifest does not say `events = true`"
-                ))
-            }
-        })?;
+        self.client.call_checked(request, budget, |_, _| Ok(()))?;
         self.series.lock().insert(key, entry);
         Ok(())
     }
+}
+
+/// The name of a new Event about `regarding`: `NAME.HEX-NANOS`, as
+/// client-go's recorder names them, the object's name cut so the whole stays
+/// a valid name.
+fn event_name(regarding: &str, nanos: u128) -> String {
+    let suffix = format!(".{nanos:x}");
+    let keep = 253usize.saturating_sub(suffix.len());
+    let mut base: String = regarding.chars().take(keep).collect();
+    while base.len() > keep {
+        base.pop();
+    }
+    format!("{base}{suffix}")
 }
 
 #[cfg(test)]

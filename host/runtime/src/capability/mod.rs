@@ -8,10 +8,12 @@
 //! | [`cache`] | `read = [...]` | `cache` (0.1, 0.2), read through `objects` (0.2) |
 //! | [`log`] | always | `log` (0.1, 0.2), the guest's stdout and stderr |
 //! | [`kube`] | `[[write]]` tables | `kube` (0.2) |
-//! | [`events`] | `events = true` | `events` (0.2) |
+//! | [`events`] | `events` | `events` (0.2) |
 //!
-//! [`api`] is the runtime's only view of the API server (a trait the host
-//! implements); [`clock`] accounts for the time a call into the guest spends
+//! [`request`] is where every guest string of an API call becomes a typed
+//! value, checked by the API server's rules, and where the request line is
+//! rendered; [`api`] is the runtime's only view of the API server (a trait
+//! the host implements); [`clock`] accounts for the time a call into the guest spends
 //! blocked in the host, so that the wall deadline bounds the guest's own time.
 //!
 //! Invariant: a capability that is not granted is still linked (every world
@@ -24,13 +26,14 @@ pub mod clock;
 pub mod events;
 pub mod kube;
 pub mod log;
+pub mod request;
 
 use std::sync::Arc;
 
 use kube_informer::cache_view::CacheView;
 
 use self::api::ClusterApi;
-use self::kube::Grants;
+use self::kube::{Grants, ProtectedLeases, Quota, DEFAULT_WRITE_BURST, DEFAULT_WRITE_QPS};
 
 /// Links every capability of every world into `linker`.
 pub fn add_to_linker(
@@ -59,6 +62,19 @@ pub struct HostServices {
     pub dry_run: bool,
     /// The host's identity (`reportingInstance` of Events).
     pub identity: String,
+    /// The plugin's API quota, shared by every runner, worker and version of
+    /// the plugin's name (the host keeps one per name).
+    pub quota: Arc<Quota>,
+    /// The user the plugin's requests act as (`Impersonate-User`), when the
+    /// host gives each plugin its own identity.
+    pub act_as: Option<String>,
+    /// The host's own Leases, which no plugin may write.
+    pub protected: Option<ProtectedLeases>,
+    /// Whether the host checks the grants before sending. Always true, but
+    /// for tests that show what the API server's own authorization stops
+    /// with the host's check out of the way.
+    #[doc(hidden)]
+    pub enforce_grants: bool,
 }
 
 impl std::fmt::Debug for HostServices {
@@ -67,6 +83,7 @@ impl std::fmt::Debug for HostServices {
             .field("api", &self.api.is_some())
             .field("dry_run", &self.dry_run)
             .field("identity", &self.identity)
+            .field("act_as", &self.act_as)
             .finish()
     }
 }
@@ -92,6 +109,22 @@ impl HostServices {
             grants: Grants::default(),
             dry_run: false,
             identity: "wasm-informer".into(),
+            quota: Quota::new(DEFAULT_WRITE_QPS, DEFAULT_WRITE_BURST),
+            act_as: None,
+            protected: None,
+            enforce_grants: true,
+        }
+    }
+
+    /// Services with a cache and the API server, under `grants`, with a
+    /// quota of the grants' own rate: what a test of one plugin needs.
+    pub fn with_api(cache: Arc<dyn CacheView>, api: Arc<dyn ClusterApi>, grants: Grants) -> Self {
+        let s = grants.current();
+        Self {
+            api: Some(api),
+            quota: Quota::new(s.write_qps, s.write_burst),
+            grants,
+            ..Self::cache_only(cache)
         }
     }
 }

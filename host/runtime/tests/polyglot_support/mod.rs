@@ -112,6 +112,8 @@ pub struct KubeCall {
     /// The body, parsed (`Value::String` when it is not JSON).
     pub body: Option<Value>,
     pub force: bool,
+    /// An `apply` that must not create.
+    pub must_exist: bool,
     /// A delete's (uid, resourceVersion, propagation).
     pub delete: Option<(Option<String>, Option<String>, Option<String>)>,
 }
@@ -481,6 +483,7 @@ fn call(verb: &str, resource: String, namespace: Option<String>, name: Option<St
         patch: None,
         body: None,
         force: false,
+        must_exist: false,
         delete: None,
     }
 }
@@ -594,6 +597,22 @@ impl wit::kube::Host for GuestState {
         self.kube_one(c)
     }
 
+    fn apply(
+        &mut self,
+        resource: String,
+        namespace: Option<String>,
+        name: String,
+        body: String,
+        options: wit::kube::ApplyOptions,
+    ) -> Result<u32, ApiError> {
+        let mut c = call("apply", resource, namespace, Some(name));
+        c.patch = Some("apply".to_string());
+        c.body = Some(parse_body(&body));
+        c.force = options.force;
+        c.must_exist = options.must_exist;
+        self.kube_one(c)
+    }
+
     fn dry_run(&mut self) -> bool {
         self.dry_run
     }
@@ -699,16 +718,16 @@ pub fn world_of(engine: &Engine, component: &Component) -> World {
     let names: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
     if names
         .iter()
-        .any(|n| n == "wasm-informer:plugin/reconciler@0.2.0")
+        .any(|n| n.starts_with("wasm-informer:plugin/reconciler@0.2."))
     {
         World::Controller
     } else if names
         .iter()
-        .any(|n| n == "wasm-informer:plugin/handler@0.2.0")
+        .any(|n| n.starts_with("wasm-informer:plugin/handler@0.2."))
     {
         World::EventHandler
     } else {
-        panic!("not a wasm-informer:plugin@0.2.0 component; exports: {names:?}")
+        panic!("not a wasm-informer:plugin@0.2 component; exports: {names:?}")
     }
 }
 

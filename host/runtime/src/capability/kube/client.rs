@@ -1,20 +1,25 @@
-//! One plugin's connection to the API server: the grant check, the token
-//! bucket, the retry policy, the typed errors and the audit line of every
-//! call.
+//! One plugin's connection to the API server: the grant check, the quota,
+//! the retry policy, the typed errors and the audit line of every call.
 //!
 //! Invariant: see the capability's documentation (`kube/mod.rs`): nothing is
-//! sent that the current grants do not allow, a call ends within its time,
-//! and a dry run persists nothing.
+//! sent that is malformed or that the current grants do not allow, no plugin
+//! writes the host's own Leases, a call ends within its time, a dry run
+//! persists nothing, and the audit line says what was sent.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use serde::Deserialize;
 
+use kube_informer::names::{quoted, Namespace, Subresource};
+
+use super::quota::{Quota, Ticket};
 use super::{Grants, KubeSettings, MAX_RETRIES};
-use crate::capability::api::{ApiRequest, ApiResponse, ClusterApi, Transport};
-use crate::rate::TokenBucket;
+use crate::capability::api::{
+    ApiRequest, ApiResponse, ClusterApi, Exchange, Malformed, PatchType, RequestLine, Target,
+    Tenure, Transport, Verb,
+};
+use crate::capability::HostServices;
 use crate::status::PluginStatus;
 
 /// One cause of an `invalid` answer (`details.causes` of the Status).
@@ -117,18 +122,26 @@ fn classify(resp: &ApiResponse) -> KubeError {
     }
 }
 
-/// What is left of one event's time for API calls. The runtime makes one per
-/// event and hands it to every call the event makes.
+/// What is left of one event's time for API calls, and the lease tenure the
+/// event began in. The runtime makes one per event and hands it to every call
+/// the event makes.
 #[derive(Debug, Clone, Copy)]
 pub struct ApiBudget {
     ends: Instant,
+    tenure: Option<Tenure>,
 }
 
 impl ApiBudget {
-    /// A budget of `d` from now.
+    /// A budget of `d` from now, outside any tenure.
     pub fn new(d: Duration) -> Self {
+        Self::within(d, None)
+    }
+
+    /// A budget of `d` from now, for an event that began in `tenure`.
+    pub fn within(d: Duration, tenure: Option<Tenure>) -> Self {
         Self {
             ends: Instant::now() + d,
+            tenure,
         }
     }
 
@@ -136,22 +149,52 @@ impl ApiBudget {
     pub fn ends(&self) -> Instant {
         self.ends
     }
+
+    /// The tenure the event began in.
+    pub fn tenure(&self) -> Option<Tenure> {
+        self.tenure
+    }
 }
 
 /// A successful call: the object the server answered with, as JSON, or
 /// `None` when it answered with a `Status` (a delete that completed at once).
 pub type KubeResult = Result<Option<String>, KubeError>;
 
-/// One plugin's connection to the API server: its grants, its token bucket
-/// and the host's [`ClusterApi`]. Shared by every instance of the plugin, so
-/// a restart does not refill the bucket.
+/// Leases the host itself holds (its election Lease, its ring members): in
+/// cluster modes every Lease in the host's lease namespace. No plugin writes
+/// there, whatever its grants say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectedLeases {
+    /// The namespace of the host's Leases.
+    pub namespace: Namespace,
+}
+
+/// The resource of Leases.
+pub const LEASES_RESOURCE: &str = "coordination.k8s.io/v1/leases";
+
+impl ProtectedLeases {
+    /// Whether `request` would write one of the host's Leases.
+    pub fn covers(&self, request: &ApiRequest) -> bool {
+        request.verb.writes()
+            && request.target.resource_id() == LEASES_RESOURCE
+            && request.target.namespace() == Some(&self.namespace)
+    }
+}
+
+/// One plugin's connection to the API server: its grants, its quota (shared
+/// by every runner, worker and version of the plugin) and the host's
+/// [`ClusterApi`]. Shared by every instance of one version, so a restart
+/// does not refill the bucket either.
 pub struct KubeClient {
     plugin: Arc<str>,
     field_manager: String,
     grants: Grants,
     host_dry_run: bool,
+    act_as: Option<String>,
+    protected: Option<ProtectedLeases>,
+    enforce_grants: bool,
     api: Arc<dyn ClusterApi>,
-    bucket: Mutex<TokenBucket>,
+    quota: Arc<Quota>,
     status: Arc<PluginStatus>,
 }
 
@@ -160,28 +203,41 @@ impl std::fmt::Debug for KubeClient {
         f.debug_struct("KubeClient")
             .field("plugin", &self.plugin)
             .field("settings", &self.grants.current())
+            .field("act_as", &self.act_as)
             .finish()
     }
 }
 
+/// Why a call was refused before anything was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// An argument breaks the API server's rules (answered `invalid`).
+    Malformed(Malformed),
+    /// No grant allows it (answered `forbidden`).
+    Forbidden(String),
+}
+
 impl KubeClient {
-    /// A client for `plugin`. `host_dry_run` (the host's `--dry-run`) makes
-    /// every write a dry run whatever the manifest says.
+    /// A client for `plugin` under `services` (its grants, quota, identity,
+    /// the host's `--dry-run`), through `api`.
     pub fn new(
         plugin: Arc<str>,
-        grants: Grants,
-        host_dry_run: bool,
+        services: &HostServices,
         api: Arc<dyn ClusterApi>,
         status: Arc<PluginStatus>,
     ) -> Self {
-        let s = grants.current();
+        let s = services.grants.current();
+        services.quota.configure(s.write_qps, s.write_burst);
         Self {
             field_manager: format!("wasm-informer/{plugin}"),
             plugin,
-            bucket: Mutex::new(TokenBucket::new(s.write_qps, s.write_burst as f64)),
-            grants,
-            host_dry_run,
+            grants: services.grants.clone(),
+            host_dry_run: services.dry_run,
+            act_as: services.act_as.clone(),
+            protected: services.protected.clone(),
+            enforce_grants: services.enforce_grants,
             api,
+            quota: services.quota.clone(),
             status,
         }
     }
@@ -191,9 +247,30 @@ impl KubeClient {
         &self.field_manager
     }
 
+    /// The lease tenure a call into the guest that starts now begins in.
+    pub fn tenure(&self) -> Option<Tenure> {
+        self.api.tenure()
+    }
+
     /// The plugin's current settings.
     pub fn settings(&self) -> Arc<KubeSettings> {
         self.grants.current()
+    }
+
+    /// Whether the host checks the grants before sending (always, but for
+    /// tests of the API server's own authorization).
+    pub fn enforces_grants(&self) -> bool {
+        self.enforce_grants
+    }
+
+    /// The plugin's API counters.
+    pub(crate) fn status_api(&self) -> &crate::status::ApiStats {
+        self.status.api()
+    }
+
+    /// The plugin's quota.
+    pub fn quota(&self) -> &Arc<Quota> {
+        &self.quota
     }
 
     /// Whether writes are dry runs now.
@@ -201,94 +278,215 @@ impl KubeClient {
         self.host_dry_run || self.grants.current().dry_run
     }
 
-    /// Makes one call, if the grants allow it. `allowed` is the capability's
-    /// own check (the `kube` grants, or `events = true` for Events).
+    /// Parses a guest's arguments into the target of a request (see
+    /// [`Target::parse`]).
+    pub fn target(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        subresource: Option<Subresource>,
+    ) -> Result<Target, Malformed> {
+        Target::parse(&*self.api, resource, namespace, name, subresource)
+    }
+
+    /// Makes one call, if the grants allow it. `request` is the parsed call,
+    /// or why the guest's arguments do not make one; `allowed` is the
+    /// capability's own check (the `kube` grants, or the events grant).
     pub fn call_checked(
         &self,
-        mut request: ApiRequest,
+        request: Result<ApiRequest, Malformed>,
         budget: &ApiBudget,
         allowed: impl FnOnce(&KubeSettings, &ApiRequest) -> Result<(), String>,
     ) -> KubeResult {
         let started = Instant::now();
         let settings = self.grants.current();
+        let deadline = (started + settings.write_timeout).min(budget.ends());
+        let mut request = match request {
+            Ok(r) => r,
+            Err(m) => return Err(self.refuse(None, Refusal::Malformed(m), deadline, started)),
+        };
         request.dry_run = request.verb.writes() && (self.host_dry_run || settings.dry_run);
         if request.verb.writes() {
             request.field_manager = Some(self.field_manager.clone());
         }
-        if let Err(why) = allowed(&settings, &request) {
-            self.status.api().record_denied();
-            self.audit(&request, "forbidden", None, started);
-            return Err(KubeError::Forbidden(why));
+        request.impersonate = self.act_as.clone();
+        request.max_answer_bytes = settings.max_answer_bytes;
+        if let Some(why) = self.refusal(&settings, &request, allowed) {
+            return Err(self.refuse(Some(&request), why, deadline, started));
         }
-        let deadline = (started + settings.write_timeout).min(budget.ends());
-        let result = self.send(&request, deadline, started);
+        let (exchange, result) = self.send(&request, deadline, budget.tenure(), started);
         let (outcome, code) = match &result {
             Ok((code, _)) => ("ok", Some(*code)),
             Err((e, code)) => (e.outcome(), *code),
         };
+        let dry_run = exchange.as_ref().map_or(request.dry_run, |l| l.dry_run());
         self.status.api().record(
             request.verb.as_str(),
             code.map(|c| c.to_string()).as_deref().unwrap_or(outcome),
-            request.dry_run,
+            dry_run,
             started.elapsed(),
         );
-        self.audit(&request, outcome, code, started);
+        self.audit(&request, exchange.as_ref(), outcome, code, started);
         result.map(|(_, body)| body).map_err(|(e, _)| e)
     }
 
+    /// What stops `request` before it is sent, if anything: its size, the
+    /// host's own Leases, the grants.
+    fn refusal(
+        &self,
+        settings: &KubeSettings,
+        request: &ApiRequest,
+        allowed: impl FnOnce(&KubeSettings, &ApiRequest) -> Result<(), String>,
+    ) -> Option<Refusal> {
+        let size = request.body.as_ref().map_or(0, String::len);
+        if size > settings.max_request_bytes {
+            return Some(Refusal::Malformed(Malformed::new(
+                "body",
+                format!(
+                    "the request body is {size} bytes, more than the plugin's \
+                     max_request_bytes ({})",
+                    settings.max_request_bytes
+                ),
+            )));
+        }
+        if let Some(p) = &self.protected {
+            if p.covers(request) {
+                return Some(Refusal::Forbidden(format!(
+                    "plugin {} may not write Leases in namespace {}: the host keeps its own \
+                     Leases there, whatever the grants say",
+                    self.plugin, p.namespace
+                )));
+            }
+        }
+        if !self.enforce_grants {
+            return None;
+        }
+        allowed(settings, request).err().map(Refusal::Forbidden)
+    }
+
     /// Makes one call under the `[[write]]` grants.
-    pub fn call(&self, request: ApiRequest, budget: &ApiBudget) -> KubeResult {
+    pub fn call(&self, request: Result<ApiRequest, Malformed>, budget: &ApiBudget) -> KubeResult {
         let plugin = self.plugin.clone();
         self.call_checked(request, budget, |s, r| match s.allowing(r) {
             Some(_) => Ok(()),
-            None => Err(refusal(&plugin, r)),
+            None => Err(refusal(&plugin, s, r)),
         })
     }
 
-    /// The token wait and the requests, with the retry policy.
+    /// Refuses a call before sending, for a capability's own reason (the
+    /// events grant): paced, counted and audited as every refusal.
+    pub fn refused(
+        &self,
+        request: Option<&ApiRequest>,
+        why: Refusal,
+        budget: &ApiBudget,
+    ) -> KubeError {
+        let started = Instant::now();
+        let deadline = (started + self.grants.current().write_timeout).min(budget.ends());
+        self.refuse(request, why, deadline, started)
+    }
+
+    /// The resource `id` as the server serves it.
+    pub fn resolve(
+        &self,
+        id: &kube_informer::resource::ResourceId,
+    ) -> Result<kube_informer::resource::ResourceSpec, String> {
+        self.api.resolve(id)
+    }
+
+    /// A call refused before sending: it takes a token like a request (so a
+    /// flood of refusals is paced as requests are), is counted, and is
+    /// audited within the refusal-line budget.
+    fn refuse(
+        &self,
+        request: Option<&ApiRequest>,
+        why: Refusal,
+        deadline: Instant,
+        started: Instant,
+    ) -> KubeError {
+        self.status.api().record_denied();
+        let error = match why {
+            Refusal::Malformed(m) => KubeError::Invalid {
+                causes: vec![Cause {
+                    field: m.field.to_string(),
+                    reason: "FieldValueInvalid".into(),
+                    message: m.message.clone(),
+                }],
+                message: m.message,
+            },
+            Refusal::Forbidden(m) => KubeError::Forbidden(m),
+        };
+        let throttled = self.quota.take(deadline) == Ticket::TooLate;
+        if let Some(suppressed) = self.quota.refusal() {
+            self.audit_refusal(request, &error, suppressed, started);
+        }
+        if throttled {
+            let s = self.grants.current();
+            return KubeError::RateLimited(format!(
+                "plugin {}: refused calls count against write_qps {} (burst {}), and none is \
+                 left before the call's deadline ({})",
+                self.plugin, s.write_qps, s.write_burst, error
+            ));
+        }
+        error
+    }
+
+    /// The token waits and the requests, with the retry policy: every
+    /// attempt takes a token.
     #[allow(clippy::type_complexity)]
     fn send(
         &self,
         request: &ApiRequest,
         deadline: Instant,
+        tenure: Option<Tenure>,
         started: Instant,
-    ) -> Result<(u16, Option<String>), (KubeError, Option<u16>)> {
-        let wait = self.bucket.lock().reserve(
-            Instant::now(),
-            deadline.saturating_duration_since(Instant::now()),
-        );
-        match wait {
-            None => {
-                let s = self.grants.current();
-                return Err((
-                    KubeError::RateLimited(format!(
-                        "plugin {}: write_qps {} (burst {}) leaves no request before the call's deadline",
-                        self.plugin, s.write_qps, s.write_burst
-                    )),
-                    None,
-                ));
-            }
-            Some(w) if !w.is_zero() => std::thread::sleep(w),
-            Some(_) => {}
-        }
+    ) -> (
+        Option<RequestLine>,
+        Result<(u16, Option<String>), (KubeError, Option<u16>)>,
+    ) {
         let mut attempt = 0;
+        let mut last_line = None;
         loop {
-            let resp = match self.api.call(request, deadline) {
-                Ok(r) => r,
-                Err(Transport::Timeout) => {
-                    return Err((
-                        KubeError::Timeout(format!(
-                            "no answer from the API server within {} ms",
-                            started.elapsed().as_millis()
+            if self.quota.take(deadline) == Ticket::TooLate {
+                let s = self.grants.current();
+                return (
+                    last_line,
+                    Err((
+                        KubeError::RateLimited(format!(
+                            "plugin {}: write_qps {} (burst {}) leaves no request before the \
+                             call's deadline",
+                            self.plugin, s.write_qps, s.write_burst
                         )),
                         None,
-                    ))
+                    )),
+                );
+            }
+            let Exchange { sent, result } = self.api.call(request, deadline, tenure);
+            if sent.is_some() {
+                last_line = sent;
+            }
+            let resp = match result {
+                Ok(r) => r,
+                Err(Transport::Timeout) => {
+                    return (
+                        last_line,
+                        Err((
+                            KubeError::Timeout(format!(
+                                "no answer from the API server within {} ms",
+                                started.elapsed().as_millis()
+                            )),
+                            None,
+                        )),
+                    )
                 }
-                Err(Transport::Failed(m)) => return Err((KubeError::Unavailable(m), None)),
+                Err(Transport::Failed(m)) => {
+                    return (last_line, Err((KubeError::Unavailable(m), None)))
+                }
             };
             if (200..300).contains(&resp.code) {
                 let body = (!is_status(&resp.body)).then_some(resp.body);
-                return Ok((resp.code, body));
+                return (last_line, Ok((resp.code, body)));
             }
             let retryable = resp.code == 429 || resp.code >= 500;
             if let (true, Some(after)) = (retryable, resp.retry_after) {
@@ -298,41 +496,108 @@ impl KubeClient {
                     continue;
                 }
             }
-            return Err((classify(&resp), Some(resp.code)));
+            return (last_line, Err((classify(&resp), Some(resp.code))));
         }
     }
 
-    fn audit(&self, r: &ApiRequest, outcome: &str, code: Option<u16>, started: Instant) {
+    /// The audit line of a call that was sent (or that the fence stopped):
+    /// rendered from the request line as sent, so it shows the method, the
+    /// real path and the query, and dry run as the query says.
+    fn audit(
+        &self,
+        r: &ApiRequest,
+        sent: Option<&RequestLine>,
+        outcome: &str,
+        code: Option<u16>,
+        started: Instant,
+    ) {
         if !r.verb.writes() {
             return;
         }
+        let line = sent.cloned().unwrap_or_else(|| r.line(None));
         tracing::info!(
             target: "audit",
             plugin = %self.plugin,
             verb = r.verb.as_str(),
+            method = line.method,
+            path = %line.path,
+            query = %line.query_string(),
+            sent = sent.is_some(),
             patch = r.patch.map(|p| p.as_str()).unwrap_or(""),
-            resource = %r.resource,
-            subresource = r.subresource.as_deref().unwrap_or(""),
+            resource = %r.resource(),
+            subresource = r.target.subresource().map(|s| s.as_str()).unwrap_or(""),
             key = %r.key(),
-            dry_run = r.dry_run,
+            as_user = r.impersonate.as_deref().unwrap_or(""),
+            dry_run = line.dry_run(),
             outcome,
             code = code.unwrap_or(0),
             latency_ms = started.elapsed().as_secs_f64() * 1e3,
             "write"
         );
     }
+
+    /// The audit line of a refused call: every part either typed or quoted.
+    fn audit_refusal(
+        &self,
+        r: Option<&ApiRequest>,
+        error: &KubeError,
+        suppressed: u64,
+        started: Instant,
+    ) {
+        let (verb, path, resource, subresource, key) = match r {
+            Some(r) => (
+                r.verb.as_str(),
+                r.target.path(),
+                r.resource(),
+                r.target.subresource().map(|s| s.as_str()).unwrap_or(""),
+                r.key(),
+            ),
+            None => ("", String::new(), String::new(), "", String::new()),
+        };
+        tracing::info!(
+            target: "audit",
+            plugin = %self.plugin,
+            verb,
+            path = %path,
+            sent = false,
+            resource = %resource,
+            subresource,
+            key = %key,
+            outcome = error.outcome(),
+            reason = %quoted(&error.to_string()),
+            suppressed_before = suppressed,
+            latency_ms = started.elapsed().as_secs_f64() * 1e3,
+            "refused"
+        );
+    }
 }
 
 /// Why a request is refused, in the words a plugin author needs.
-fn refusal(plugin: &str, r: &ApiRequest) -> String {
-    let what = match &r.subresource {
-        Some(s) => format!("{} {}/{s}", r.verb.as_str(), r.resource),
-        None => format!("{} {}", r.verb.as_str(), r.resource),
+fn refusal(plugin: &str, settings: &KubeSettings, r: &ApiRequest) -> String {
+    let t = &r.target;
+    let what = match t.subresource() {
+        Some(s) => format!("{} {}/{s}", r.verb.as_str(), t.resource_id()),
+        None => format!("{} {}", r.verb.as_str(), t.resource_id()),
     };
-    let ns = match &r.namespace {
+    let ns = match t.namespace() {
         Some(ns) => format!(" in namespace {ns}"),
         None => String::new(),
     };
+    let creating_apply = r.verb == Verb::Patch
+        && r.patch == Some(PatchType::Apply)
+        && !r.must_exist
+        && settings.grants.iter().any(|g| {
+            let mut as_merge = r.clone();
+            as_merge.must_exist = true;
+            g.allows(&as_merge)
+        });
+    if creating_apply {
+        return format!(
+            "plugin {plugin} may not {what}{ns} by server-side apply: an apply creates the \
+             object when it is missing, so it needs `create` in the [[write]] grant as well \
+             as `patch` (or apply with must-exist)"
+        );
+    }
     format!("plugin {plugin} may not {what}{ns}: no [[write]] grant in its manifest allows it")
 }
 

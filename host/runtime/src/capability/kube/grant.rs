@@ -1,15 +1,19 @@
 //! One `[[write]]` grant: the verbs a plugin may use on one resource (or its
 //! status subresource), in all namespaces or only in some.
 //!
-//! Invariant: a grant allows a request only when resource, subresource, verb
-//! and namespace all match; a namespaced grant never allows a request without
-//! a namespace (a cluster-scoped object, or every namespace at once).
+//! Invariants: a grant allows a request only when resource, subresource,
+//! verb and namespace all match, compared as typed values; a grant limited
+//! to namespaces never allows a request without one, and cannot be made for
+//! a cluster-scoped resource (a config error, [`WriteGrant::check_scope`]);
+//! a server-side apply needs `create` as well as `patch`, unless it must not
+//! create ([`crate::capability::api::ApiRequest::must_exist`]).
 
 use std::collections::BTreeSet;
 
-use kube_informer::resource::ResourceId;
+use kube_informer::names::{Namespace, Subresource};
+use kube_informer::resource::{ResourceId, ResourceSpec};
 
-use crate::capability::api::{ApiRequest, Verb};
+use crate::capability::api::{ApiRequest, PatchType, Verb};
 
 /// One `[[write]]` table of a manifest: which verbs a plugin may use on one
 /// resource (or its subresource), optionally only in some namespaces.
@@ -17,13 +21,13 @@ use crate::capability::api::{ApiRequest, Verb};
 pub struct WriteGrant {
     /// Resource id, for example `v1/pods`.
     pub resource: String,
-    /// `status`, for the status subresource; `None` for the resource itself.
-    pub subresource: Option<String>,
+    /// The status subresource; `None` for the resource itself.
+    pub subresource: Option<Subresource>,
     /// Allowed verbs.
     pub verbs: BTreeSet<Verb>,
     /// Allowed namespaces; `None` for every namespace (and cluster-scoped
     /// objects).
-    pub namespaces: Option<BTreeSet<String>>,
+    pub namespaces: Option<BTreeSet<Namespace>>,
 }
 
 /// Why a grant was refused, naming the field at fault.
@@ -44,9 +48,6 @@ fn grant_error(field: &'static str, reason: impl Into<String>) -> GrantError {
     }
 }
 
-/// The subresources a grant may name.
-pub const SUBRESOURCES: &[&str] = &["status"];
-
 impl WriteGrant {
     /// Validates one grant.
     pub fn new(
@@ -56,14 +57,16 @@ impl WriteGrant {
         namespaces: Option<&[String]>,
     ) -> Result<Self, GrantError> {
         ResourceId::parse(resource).map_err(|e| grant_error("resource", e.to_string()))?;
-        if let Some(s) = subresource {
-            if !SUBRESOURCES.contains(&s) {
-                return Err(grant_error(
-                    "subresource",
-                    format!("unknown subresource {s:?}: the only one is \"status\""),
-                ));
-            }
-        }
+        let subresource = subresource
+            .map(|s| {
+                Subresource::parse(s).map_err(|_| {
+                    grant_error(
+                        "subresource",
+                        format!("unknown subresource {s:?}: the only one is \"status\""),
+                    )
+                })
+            })
+            .transpose()?;
         if verbs.is_empty() {
             return Err(grant_error(
                 "verbs",
@@ -96,38 +99,89 @@ impl WriteGrant {
                     "must list at least one namespace; leave it out for every namespace",
                 ))
             }
-            Some(list) => Some(list.iter().cloned().collect()),
+            Some(list) => Some(
+                list.iter()
+                    .map(|n| {
+                        Namespace::parse(n).map_err(|e| grant_error("namespaces", e.to_string()))
+                    })
+                    .collect::<Result<BTreeSet<_>, _>>()?,
+            ),
         };
-        Ok(Self {
+        let grant = Self {
             resource: resource.to_string(),
-            subresource: subresource.map(str::to_string),
+            subresource,
             verbs: set,
             namespaces,
-        })
+        };
+        if let Ok(Some(spec)) = ResourceSpec::builtin(resource) {
+            grant.check_scope(&spec)?;
+        }
+        Ok(grant)
     }
 
-    /// Whether this grant allows `request`.
-    pub fn allows(&self, request: &ApiRequest) -> bool {
-        self.resource == request.resource
-            && self.subresource == request.subresource
-            && self.verbs.contains(&request.verb)
-            && match (&self.namespaces, &request.namespace) {
+    /// Checks the grant against its resource as the server serves it: a
+    /// grant limited to namespaces on a cluster-scoped resource would be
+    /// cluster-wide in effect, so it is refused. Built-in resources are
+    /// checked by [`WriteGrant::new`]; the host calls this for the others
+    /// once discovery has told their scope.
+    pub fn check_scope(&self, spec: &ResourceSpec) -> Result<(), GrantError> {
+        if self.namespaces.is_some() && !spec.namespaced {
+            return Err(grant_error(
+                "namespaces",
+                format!(
+                    "{} is cluster-scoped: a grant on it cannot be limited to namespaces; \
+                     remove `namespaces` to grant it cluster-wide",
+                    self.resource
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether this grant covers `verb` on `request`'s resource, subresource
+    /// and namespace.
+    fn covers(&self, verb: Verb, request: &ApiRequest) -> bool {
+        let t = &request.target;
+        self.resource == t.resource_id()
+            && self.subresource == t.subresource()
+            && self.verbs.contains(&verb)
+            && match (&self.namespaces, t.namespace()) {
                 (None, _) => true,
                 (Some(allowed), Some(ns)) => allowed.contains(ns),
                 (Some(_), None) => false,
             }
+    }
+
+    /// Whether this grant allows `request`. A server-side apply may create
+    /// the object, so it needs `create` too, unless it must exist.
+    pub fn allows(&self, request: &ApiRequest) -> bool {
+        let creating_apply = request.verb == Verb::Patch
+            && request.patch == Some(PatchType::Apply)
+            && !request.must_exist
+            && request.target.subresource().is_none();
+        self.covers(request.verb, request)
+            && (!creating_apply || self.covers(Verb::Create, request))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capability::api::Target;
 
     fn req(verb: Verb, resource: &str, ns: Option<&str>) -> ApiRequest {
-        let mut r = ApiRequest::new(verb, resource);
-        r.namespace = ns.map(str::to_string);
-        r.name = Some("x".into());
-        r
+        req_sub(verb, resource, ns, None)
+    }
+
+    fn req_sub(
+        verb: Verb,
+        resource: &str,
+        ns: Option<&str>,
+        sub: Option<Subresource>,
+    ) -> ApiRequest {
+        let spec = ResourceSpec::builtin(resource).unwrap().unwrap();
+        let name = (verb != Verb::Create).then_some("x");
+        ApiRequest::new(verb, Target::of(spec, ns, name, sub).unwrap()).unwrap()
     }
 
     fn strs(v: &[&str]) -> Vec<String> {
@@ -157,8 +211,12 @@ mod tests {
             !g.allows(&req(Verb::Patch, "v1/services", Some("team-a"))),
             "resource"
         );
-        let mut status = req(Verb::Patch, "v1/pods", Some("team-a"));
-        status.subresource = Some("status".into());
+        let status = req_sub(
+            Verb::Patch,
+            "v1/pods",
+            Some("team-a"),
+            Some(Subresource::Status),
+        );
         assert!(
             !g.allows(&status),
             "the status subresource needs its own grant"
@@ -182,5 +240,52 @@ mod tests {
         assert_eq!(e.field, "verbs");
         let e = WriteGrant::new("v1/pods", None, &strs(&["get"]), Some(&[])).unwrap_err();
         assert_eq!(e.field, "namespaces");
+        let e = WriteGrant::new("v1/pods", None, &strs(&["get"]), Some(&strs(&["Bad_NS"])))
+            .unwrap_err();
+        assert_eq!(e.field, "namespaces");
+    }
+
+    #[test]
+    fn a_namespace_limited_grant_on_a_cluster_scoped_resource_is_refused() {
+        let e = WriteGrant::new(
+            "v1/namespaces",
+            None,
+            &strs(&["patch"]),
+            Some(&strs(&["wa"])),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "namespaces");
+        assert!(e.reason.contains("cluster-scoped"), "{e}");
+        assert!(WriteGrant::new("v1/namespaces", None, &strs(&["patch"]), None).is_ok());
+        // A resource the table does not know is checked once its scope is.
+        let g = WriteGrant::new(
+            "example.com/v1/widgets",
+            None,
+            &strs(&["patch"]),
+            Some(&strs(&["wa"])),
+        )
+        .unwrap();
+        let cluster = ResourceSpec {
+            id: ResourceId::parse("example.com/v1/widgets").unwrap(),
+            kind: "Widget".into(),
+            namespaced: false,
+        };
+        assert_eq!(g.check_scope(&cluster).unwrap_err().field, "namespaces");
+    }
+
+    #[test]
+    fn apply_needs_create_unless_the_object_must_exist() {
+        let patch_only = WriteGrant::new("v1/configmaps", None, &strs(&["patch"]), None).unwrap();
+        let both =
+            WriteGrant::new("v1/configmaps", None, &strs(&["patch", "create"]), None).unwrap();
+        let mut apply = req(Verb::Patch, "v1/configmaps", Some("a"));
+        apply.patch = Some(PatchType::Apply);
+        assert!(!patch_only.allows(&apply), "an apply may create");
+        assert!(both.allows(&apply));
+        apply.must_exist = true;
+        assert!(patch_only.allows(&apply));
+        let mut merge = req(Verb::Patch, "v1/configmaps", Some("a"));
+        merge.patch = Some(PatchType::Merge);
+        assert!(patch_only.allows(&merge), "a merge patch never creates");
     }
 }

@@ -39,9 +39,17 @@ use parking_lot::RwLock;
 
 mod client;
 mod grant;
+mod quota;
 
-pub use client::{ApiBudget, Cause, KubeClient, KubeError, KubeResult};
-pub use grant::{GrantError, WriteGrant, SUBRESOURCES};
+pub use client::{
+    ApiBudget, Cause, KubeClient, KubeError, KubeResult, ProtectedLeases, Refusal, LEASES_RESOURCE,
+};
+pub use grant::{GrantError, WriteGrant};
+pub use quota::{Quota, QuotaStats, Ticket, REFUSAL_LINES_PER_SEC, REFUSAL_LINE_BURST};
+
+use std::collections::BTreeSet;
+
+use kube_informer::names::Namespace;
 
 use crate::capability::api::ApiRequest;
 
@@ -55,6 +63,23 @@ pub const DEFAULT_WRITE_BURST: u32 = 10;
 pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// Default time one event may spend blocked in API calls.
 pub const DEFAULT_API_TIME_PER_EVENT_MS: u64 = 30_000;
+/// Default largest request body a plugin may send (1 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
+/// Default largest answer the host reads back for a plugin (4 MiB; the API
+/// server stores objects of at most about 1.5 MiB).
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = crate::capability::request::DEFAULT_MAX_ANSWER_BYTES;
+
+/// Where a plugin may record Events, and about what: `events = true` (the
+/// namespaces it can read or write in) or `events = { namespaces = [...] }`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventsGrant {
+    /// The namespaces Events may be written to; `None`: any (a plugin that
+    /// reads cluster-wide).
+    pub namespaces: Option<BTreeSet<Namespace>>,
+    /// The resources whose objects Events may be about: the ones the plugin
+    /// watches, reads or writes.
+    pub regarding: BTreeSet<String>,
+}
 
 /// What a manifest grants a plugin on the API server, and how its calls are
 /// paced and bounded.
@@ -62,8 +87,8 @@ pub const DEFAULT_API_TIME_PER_EVENT_MS: u64 = 30_000;
 pub struct KubeSettings {
     /// The `[[write]]` grants.
     pub grants: Vec<WriteGrant>,
-    /// `events = true`: the plugin may record Events.
-    pub events: bool,
+    /// `events`: the plugin may record Events, where and about what.
+    pub events: Option<EventsGrant>,
     /// Every write is sent with `dryRun=All`.
     pub dry_run: bool,
     /// Sustained calls per second (0: no limit).
@@ -74,18 +99,24 @@ pub struct KubeSettings {
     pub write_timeout: Duration,
     /// Longest time one event may spend blocked in API calls.
     pub api_time_per_event: Duration,
+    /// Largest request body, in bytes.
+    pub max_request_bytes: usize,
+    /// Largest answer read back, in bytes.
+    pub max_answer_bytes: usize,
 }
 
 impl Default for KubeSettings {
     fn default() -> Self {
         Self {
             grants: Vec::new(),
-            events: false,
+            events: None,
             dry_run: false,
             write_qps: DEFAULT_WRITE_QPS,
             write_burst: DEFAULT_WRITE_BURST,
             write_timeout: Duration::from_millis(DEFAULT_WRITE_TIMEOUT_MS),
             api_time_per_event: Duration::from_millis(DEFAULT_API_TIME_PER_EVENT_MS),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }
@@ -125,8 +156,12 @@ impl Grants {
 use kube_informer::object::{Object, Transform};
 use wasmtime::component::HasData;
 
-use crate::capability::api::{DeleteOptions, PatchType, Propagation, Verb};
+use kube_informer::names::Subresource;
+
+use crate::capability::api::{DeleteOptions, Malformed, PatchType, Propagation, Verb};
+use crate::capability::cache::CacheState;
 use crate::capability::clock::CallClock;
+use crate::limiter::MemoryLimiter;
 use crate::objects::ObjectTable;
 use crate::world::v0_2;
 
@@ -142,6 +177,12 @@ impl KubeState {
     pub fn new(client: Option<Arc<KubeClient>>) -> Self {
         Self { client }
     }
+
+    /// The lease tenure a call into the guest that starts now begins in
+    /// (`None` without an API server).
+    pub fn tenure(&self) -> Option<crate::capability::api::Tenure> {
+        self.client.as_ref().and_then(|c| c.tenure())
+    }
 }
 
 /// The kube capability as the bindings see it: the state, the call's object
@@ -153,6 +194,10 @@ pub struct KubeView<'a> {
     pub objects: &'a mut ObjectTable,
     /// The clock of the call in progress.
     pub clock: &'a mut CallClock,
+    /// The instance's memory, which API answers count against.
+    pub memory: &'a MemoryLimiter,
+    /// The host's cache, which `must-exist` is checked against.
+    pub cache: &'a CacheState,
 }
 
 /// `HasData` of [`KubeView`].
@@ -218,21 +263,63 @@ fn resource_version_of(body: &str) -> Option<String> {
 }
 
 impl KubeView<'_> {
+    fn client(&self) -> Result<&Arc<KubeClient>, WitError> {
+        self.state
+            .client
+            .as_ref()
+            .ok_or_else(|| WitError::Unavailable("this host gives plugins no API server".into()))
+    }
+
+    /// The typed request of a guest's call: `verb` on the target its
+    /// arguments name, or why they name none.
+    fn request(
+        &self,
+        verb: Verb,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        status: bool,
+    ) -> Result<Result<ApiRequest, Malformed>, WitError> {
+        let client = self.client()?;
+        let sub = status.then_some(Subresource::Status);
+        Ok(client
+            .target(resource, namespace, name, sub)
+            .and_then(|t| ApiRequest::new(verb, t)))
+    }
+
     /// Sends `request`, counting the time blocked against the call's clock,
-    /// and hands the answer back as an object reference.
-    fn send(&mut self, request: ApiRequest) -> Result<Option<Handle>, WitError> {
-        let Some(client) = &self.state.client else {
-            return Err(WitError::Unavailable(
-                "this host gives plugins no API server".into(),
-            ));
+    /// and hands the answer back as an object reference. The answer counts
+    /// against the plugin's memory: the guest's linear memory and the answers
+    /// this call holds stay within `memory_mb` together.
+    fn send(&mut self, request: Result<ApiRequest, Malformed>) -> Result<Option<Handle>, WitError> {
+        let client = self.client()?.clone();
+        let resource: Arc<str> = match &request {
+            Ok(r) => r.resource().into(),
+            Err(_) => "".into(),
         };
-        let resource: Arc<str> = request.resource.as_str().into();
         let started = std::time::Instant::now();
         let answer = client.call(request, self.clock.budget());
         self.clock.blocked_for(started.elapsed());
         let Some(body) = answer.map_err(to_wit)? else {
             return Ok(None);
         };
+        let held = self.objects.answer_bytes() + body.len();
+        let room = self
+            .memory
+            .max_bytes()
+            .saturating_sub(self.memory.largest_memory());
+        if held > room {
+            client.status_api().record_answer_refused();
+            return Err(WitError::Unavailable(format!(
+                "the answer ({} bytes) does not fit: with the {} bytes of answers this call \
+                 already holds it would take the plugin past its memory_mb ({} bytes, {} of \
+                 them in use); read fewer objects per call",
+                body.len(),
+                self.objects.answer_bytes(),
+                self.memory.max_bytes(),
+                self.memory.largest_memory()
+            )));
+        }
         let keep = Transform {
             strip_managed_fields: false,
         };
@@ -241,33 +328,17 @@ impl KubeView<'_> {
         })?;
         let r = self
             .objects
-            .push(&resource, Arc::new(object))
+            .push_answer(&resource, Arc::new(object), body.len())
             .map_err(|e| WitError::Unavailable(format!("cannot hand out the answer: {e}")))?;
         Ok(Some(r))
     }
 
-    fn object(&mut self, request: ApiRequest) -> Result<Handle, WitError> {
+    fn object(&mut self, request: Result<ApiRequest, Malformed>) -> Result<Handle, WitError> {
         self.send(request)?.ok_or_else(|| {
             WitError::Unavailable("the API server answered with a Status, not an object".into())
         })
     }
-}
 
-fn request(
-    verb: Verb,
-    resource: String,
-    namespace: Option<String>,
-    name: Option<String>,
-    status: bool,
-) -> ApiRequest {
-    let mut r = ApiRequest::new(verb, resource);
-    r.namespace = namespace;
-    r.name = name;
-    r.subresource = status.then(|| "status".to_string());
-    r
-}
-
-impl KubeView<'_> {
     fn replace_any(
         &mut self,
         resource: String,
@@ -288,8 +359,18 @@ impl KubeView<'_> {
                 }],
             }));
         }
-        let mut r = request(Verb::Replace, resource, namespace, Some(name), status);
-        r.body = Some(body);
+        let r = self
+            .request(
+                Verb::Replace,
+                &resource,
+                namespace.as_deref(),
+                Some(&name),
+                status,
+            )?
+            .map(|mut r| {
+                r.body = Some(body);
+                r
+            });
         self.object(r)
     }
 
@@ -299,17 +380,59 @@ impl KubeView<'_> {
         resource: String,
         namespace: Option<String>,
         name: String,
-        kind: v0_2::kube::PatchType,
+        kind: PatchType,
         body: String,
         force: bool,
+        must_exist: bool,
         status: bool,
     ) -> Result<Handle, WitError> {
-        let mut r = request(Verb::Patch, resource, namespace, Some(name), status);
-        let kind = patch_type(kind);
-        r.patch = Some(kind);
-        r.force = force && kind == PatchType::Apply;
-        r.body = Some(body);
+        let r = self
+            .request(
+                Verb::Patch,
+                &resource,
+                namespace.as_deref(),
+                Some(&name),
+                status,
+            )?
+            .map(|mut r| {
+                r.patch = Some(kind);
+                r.force = force && kind == PatchType::Apply;
+                r.must_exist = must_exist && kind == PatchType::Apply;
+                r.body = Some(body);
+                r
+            });
+        if let Ok(r) = &r {
+            // Only for a call the grants allow: the refusal of any other one
+            // must not depend on what the cache holds.
+            let granted = self.client()?.settings().allowing(r).is_some();
+            if r.must_exist && granted {
+                self.check_exists(r)?;
+            }
+        }
         self.object(r)
+    }
+
+    /// An apply that must not create is sent only while the host's cache
+    /// holds the object. The cache lags the server by the watch's latency;
+    /// where each plugin acts as its own identity, the API server refuses
+    /// the create of a plugin without `create` even in that window.
+    fn check_exists(&self, r: &ApiRequest) -> Result<(), WitError> {
+        let resource = r.resource();
+        match self.cache.holds(&resource, &r.key()) {
+            Some(true) => Ok(()),
+            Some(false) => Err(WitError::NotFound(format!(
+                "{resource} {} is not in the host's cache: an apply with must-exist does not \
+                 create it (nothing was sent)",
+                r.key()
+            ))),
+            None => Err(WitError::Invalid(v0_2::types::InvalidDetails {
+                message: format!(
+                    "must-exist is checked against the host's cache, and no informer of the \
+                     host serves {resource}: add it to the plugin's `resources` or `read`"
+                ),
+                causes: Vec::new(),
+            })),
+        }
     }
 }
 
@@ -320,7 +443,14 @@ impl v0_2::kube::Host for KubeView<'_> {
         namespace: Option<String>,
         name: String,
     ) -> Result<Handle, WitError> {
-        self.object(request(Verb::Get, resource, namespace, Some(name), false))
+        let r = self.request(
+            Verb::Get,
+            &resource,
+            namespace.as_deref(),
+            Some(&name),
+            false,
+        )?;
+        self.object(r)
     }
 
     fn create(
@@ -329,8 +459,12 @@ impl v0_2::kube::Host for KubeView<'_> {
         namespace: Option<String>,
         body: String,
     ) -> Result<Handle, WitError> {
-        let mut r = request(Verb::Create, resource, namespace, None, false);
-        r.body = Some(body);
+        let r = self
+            .request(Verb::Create, &resource, namespace.as_deref(), None, false)?
+            .map(|mut r| {
+                r.body = Some(body);
+                r
+            });
         self.object(r)
     }
 
@@ -353,7 +487,16 @@ impl v0_2::kube::Host for KubeView<'_> {
         body: String,
         force: bool,
     ) -> Result<Handle, WitError> {
-        self.patch_any(resource, namespace, name, kind, body, force, false)
+        self.patch_any(
+            resource,
+            namespace,
+            name,
+            patch_type(kind),
+            body,
+            force,
+            false,
+            false,
+        )
     }
 
     fn delete(
@@ -363,16 +506,26 @@ impl v0_2::kube::Host for KubeView<'_> {
         name: String,
         options: v0_2::kube::DeleteOptions,
     ) -> Result<Option<Handle>, WitError> {
-        let mut r = request(Verb::Delete, resource, namespace, Some(name), false);
-        r.delete = DeleteOptions {
-            uid: options.uid,
-            resource_version: options.resource_version,
-            propagation: options.propagation.map(|p| match p {
-                v0_2::kube::Propagation::Orphan => Propagation::Orphan,
-                v0_2::kube::Propagation::Background => Propagation::Background,
-                v0_2::kube::Propagation::Foreground => Propagation::Foreground,
-            }),
-        };
+        let r = self
+            .request(
+                Verb::Delete,
+                &resource,
+                namespace.as_deref(),
+                Some(&name),
+                false,
+            )?
+            .map(|mut r| {
+                r.delete = DeleteOptions {
+                    uid: options.uid,
+                    resource_version: options.resource_version,
+                    propagation: options.propagation.map(|p| match p {
+                        v0_2::kube::Propagation::Orphan => Propagation::Orphan,
+                        v0_2::kube::Propagation::Background => Propagation::Background,
+                        v0_2::kube::Propagation::Foreground => Propagation::Foreground,
+                    }),
+                };
+                r
+            });
         self.send(r)
     }
 
@@ -382,7 +535,14 @@ impl v0_2::kube::Host for KubeView<'_> {
         namespace: Option<String>,
         name: String,
     ) -> Result<Handle, WitError> {
-        self.object(request(Verb::Get, resource, namespace, Some(name), true))
+        let r = self.request(
+            Verb::Get,
+            &resource,
+            namespace.as_deref(),
+            Some(&name),
+            true,
+        )?;
+        self.object(r)
     }
 
     fn replace_status(
@@ -404,7 +564,36 @@ impl v0_2::kube::Host for KubeView<'_> {
         body: String,
         force: bool,
     ) -> Result<Handle, WitError> {
-        self.patch_any(resource, namespace, name, kind, body, force, true)
+        self.patch_any(
+            resource,
+            namespace,
+            name,
+            patch_type(kind),
+            body,
+            force,
+            false,
+            true,
+        )
+    }
+
+    fn apply(
+        &mut self,
+        resource: String,
+        namespace: Option<String>,
+        name: String,
+        body: String,
+        options: v0_2::kube::ApplyOptions,
+    ) -> Result<Handle, WitError> {
+        self.patch_any(
+            resource,
+            namespace,
+            name,
+            PatchType::Apply,
+            body,
+            options.force,
+            options.must_exist,
+            false,
+        )
     }
 
     fn dry_run(&mut self) -> bool {
