@@ -66,9 +66,10 @@ pub struct RbacArgs {
     /// The ServiceAccount the host runs as.
     #[arg(long, value_name = "NAME", default_value = "wasm-informer")]
     pub service_account: String,
-    /// The ServiceAccount's namespace.
-    #[arg(long, value_name = "NS", default_value = "wasm-informer")]
-    pub namespace: String,
+    /// The namespace of the host's ServiceAccount and of the plugins' own
+    /// (default: host.toml's `[identity] namespace`, itself `wasm-informer`).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
     /// Name of the ClusterRole, the Roles and their bindings.
     #[arg(long, value_name = "NAME", default_value = "wasm-informer")]
     pub name: String,
@@ -141,6 +142,15 @@ pub struct SimArgs {
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
+    /// Authenticate bearer tokens and enforce RBAC and impersonation, over
+    /// HTTPS; the kubeconfig is the admin's (group system:masters). Also
+    /// `[sim] rbac = true` in host.toml.
+    #[arg(long)]
+    pub rbac: bool,
+    /// Accept the bearer token TOKEN as USER (repeatable), for example
+    /// `--token host=system:serviceaccount:wasm-informer:wasm-informer`.
+    #[arg(long, value_name = "TOKEN=USER")]
+    pub token: Vec<String>,
 }
 
 /// Flags of `check`.

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use wasm_informer_runtime::capability::kube::{KubeSettings, WriteGrant};
+use wasm_informer_runtime::capability::kube::{EventsGrant, KubeSettings, WriteGrant};
 
 mod controller;
 
@@ -390,6 +390,12 @@ pub struct SimSettings {
     /// Weight of Deployment operations (create, relabel, change ports,
     /// delete) in churn, against 4 for the pod operations; 0 for none.
     pub deployment_churn: u32,
+    /// The simulator authenticates bearer tokens and enforces RBAC and
+    /// impersonation, over HTTPS (kubectl sends credentials only there).
+    pub rbac: bool,
+    /// Bearer tokens it accepts besides the admin's: (token, user). Set by
+    /// `wasm-informer sim --token`, not by host.toml.
+    pub tokens: Vec<(String, String)>,
 }
 
 impl Default for SimSettings {
@@ -403,6 +409,8 @@ impl Default for SimSettings {
             deployments: 40,
             expose_fraction: 0.25,
             deployment_churn: 1,
+            rbac: false,
+            tokens: Vec::new(),
         }
     }
 }
@@ -432,6 +440,8 @@ pub struct HostSettings {
     pub sim: SimSettings,
     /// How replicas share the work (`[cluster]`).
     pub cluster: ClusterSettings,
+    /// Who the plugins' requests act as (`[identity]`).
+    pub identity: IdentitySettings,
 }
 
 impl Default for HostSettings {
@@ -447,6 +457,7 @@ impl Default for HostSettings {
             shutdown_grace_ms: 10_000,
             sim: SimSettings::default(),
             cluster: ClusterSettings::default(),
+            identity: IdentitySettings::default(),
         }
     }
 }
@@ -468,6 +479,7 @@ struct RawSim {
     deployments: Option<usize>,
     expose_fraction: Option<Spanned<f64>>,
     deployment_churn: Option<u32>,
+    rbac: Option<bool>,
 }
 
 /// `[indexers.RESOURCE]` tables: index name to field path.
@@ -485,6 +497,56 @@ struct RawHost {
     indexers: Option<RawIndexers>,
     sim: Option<RawSim>,
     cluster: Option<RawCluster>,
+    identity: Option<RawIdentity>,
+}
+
+/// `[identity]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIdentity {
+    impersonate: Option<bool>,
+    namespace: Option<Spanned<String>>,
+}
+
+/// Who the plugins' requests act as (`[identity]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentitySettings {
+    /// Each plugin's requests carry `Impersonate-User` for the plugin's own
+    /// ServiceAccount, so the API server enforces its grants a second time.
+    pub impersonate: bool,
+    /// The namespace of the plugins' ServiceAccounts (and of the host's).
+    pub namespace: String,
+}
+
+impl Default for IdentitySettings {
+    fn default() -> Self {
+        Self {
+            impersonate: false,
+            namespace: "wasm-informer".into(),
+        }
+    }
+}
+
+/// The prefix of every plugin's ServiceAccount name.
+pub const PLUGIN_ACCOUNT_PREFIX: &str = "wasm-informer-";
+
+impl IdentitySettings {
+    /// The ServiceAccount of plugin `name`: `wasm-informer-NAME`, with `_`
+    /// (allowed in plugin names, not in account names) as `-`.
+    pub fn account_name(name: &str) -> String {
+        format!("{PLUGIN_ACCOUNT_PREFIX}{}", name.replace('_', "-"))
+    }
+
+    /// The user plugin `name`'s requests act as, when impersonating.
+    pub fn user_of(&self, name: &str) -> Option<String> {
+        self.impersonate.then(|| {
+            format!(
+                "system:serviceaccount:{}:{}",
+                self.namespace,
+                Self::account_name(name)
+            )
+        })
+    }
 }
 
 impl HostSettings {
@@ -611,10 +673,20 @@ impl HostSettings {
                 deployments: s.deployments.unwrap_or(d.deployments),
                 expose_fraction,
                 deployment_churn: s.deployment_churn.unwrap_or(d.deployment_churn),
+                rbac: s.rbac.unwrap_or(false),
+                tokens: Vec::new(),
             };
         }
         if let Some(c) = raw.cluster {
             out.cluster = c.validate(&src)?;
+        }
+        if let Some(i) = raw.identity {
+            out.identity.impersonate = i.impersonate.unwrap_or(false);
+            if let Some(ns) = i.namespace {
+                check_namespace(ns.get_ref())
+                    .map_err(|e| ConfigError::at(&src, ns.span(), "identity.namespace", e))?;
+                out.identity.namespace = ns.into_inner();
+            }
         }
         Ok(out)
     }
@@ -883,6 +955,12 @@ impl PluginManifest {
         }
     }
 
+    /// What two plugins may not share: the name, up to `_` and `-` (both
+    /// name the same ServiceAccount).
+    pub fn identity_key(&self) -> String {
+        IdentitySettings::account_name(&self.name)
+    }
+
     /// Resource ids the plugin may read: `resources` plus `read`, deduplicated.
     pub fn readable(&self) -> Vec<String> {
         let mut out = self.resource_ids();
@@ -935,12 +1013,95 @@ struct RawManifest {
     resync_seconds: Option<Spanned<u64>>,
     config: Option<toml::Table>,
     write: Option<Vec<RawWrite>>,
-    events: Option<bool>,
+    events: Option<Spanned<toml::Value>>,
     dry_run: Option<bool>,
     write_qps: Option<Spanned<f64>>,
     write_burst: Option<Spanned<u64>>,
     write_timeout_ms: Option<Spanned<u64>>,
     api_time_per_event_ms: Option<Spanned<u64>>,
+    max_request_bytes: Option<Spanned<u64>>,
+    max_answer_bytes: Option<Spanned<u64>>,
+}
+
+/// What `events` says: off, `true` (the namespaces the plugin reads or
+/// writes in), or `{ namespaces = [...] }`.
+enum EventsKey {
+    Off,
+    Implied,
+    Listed(std::collections::BTreeSet<kube_informer::names::Namespace>),
+}
+
+impl EventsKey {
+    fn parse(src: &Source<'_>, v: &Option<Spanned<toml::Value>>) -> Result<Self, ConfigError> {
+        let Some(v) = v else { return Ok(Self::Off) };
+        let bad = |key: &str, why: String| ConfigError::at(src, v.span(), key, why);
+        let shape = "must be true, false, or a table { namespaces = [\"NS\", ...] }";
+        match v.get_ref() {
+            toml::Value::Boolean(true) => Ok(Self::Implied),
+            toml::Value::Boolean(false) => Ok(Self::Off),
+            toml::Value::Table(t) => {
+                if let Some(k) = t.keys().find(|k| *k != "namespaces") {
+                    return Err(bad(
+                        &format!("events.{k}"),
+                        format!("unknown key {k:?}: events {shape}"),
+                    ));
+                }
+                let Some(toml::Value::Array(list)) = t.get("namespaces") else {
+                    return Err(bad("events.namespaces", format!("events {shape}")));
+                };
+                if list.is_empty() {
+                    return Err(bad(
+                        "events.namespaces",
+                        "must list at least one namespace; `events = true` records Events in \
+                         the namespaces the plugin reads or writes in"
+                            .into(),
+                    ));
+                }
+                let mut set = std::collections::BTreeSet::new();
+                for n in list {
+                    let toml::Value::String(n) = n else {
+                        return Err(bad(
+                            "events.namespaces",
+                            "every entry must be a string".into(),
+                        ));
+                    };
+                    let ns = kube_informer::names::Namespace::parse(n)
+                        .map_err(|e| bad("events.namespaces", e.to_string()))?;
+                    set.insert(ns);
+                }
+                Ok(Self::Listed(set))
+            }
+            _ => Err(bad("events", format!("events {shape}"))),
+        }
+    }
+
+    /// The grant: where Events go and what they may be about.
+    fn grant(
+        self,
+        namespace: Option<&str>,
+        regarding: std::collections::BTreeSet<String>,
+        grants: &[WriteGrant],
+    ) -> Option<EventsGrant> {
+        let namespaces = match self {
+            Self::Off => return None,
+            Self::Listed(set) => Some(set),
+            // A plugin limited to one namespace records Events there and in the
+            // namespaces its grants name; one that sees every namespace, anywhere.
+            Self::Implied => namespace.map(|ns| {
+                let mut set: std::collections::BTreeSet<_> = grants
+                    .iter()
+                    .filter_map(|g| g.namespaces.clone())
+                    .flatten()
+                    .collect();
+                set.extend(kube_informer::names::Namespace::parse(ns).ok());
+                set
+            }),
+        };
+        Some(EventsGrant {
+            namespaces,
+            regarding,
+        })
+    }
 }
 
 /// One `[[write]]` table as written.
@@ -1008,7 +1169,6 @@ fn kube_settings(src: &Source<'_>, raw: &RawManifest) -> Result<KubeSettings, Co
                     "{:?}{} has two [[write]] tables; merge them into one",
                     g.resource,
                     g.subresource
-                        .as_deref()
                         .map(|s| format!(" (subresource {s})"))
                         .unwrap_or_default()
                 ),
@@ -1016,7 +1176,6 @@ fn kube_settings(src: &Source<'_>, raw: &RawManifest) -> Result<KubeSettings, Co
         }
         k.grants.push(g);
     }
-    k.events = raw.events.unwrap_or(false);
     k.dry_run = raw.dry_run.unwrap_or(false);
     if let Some(q) = &raw.write_qps {
         let v = *q.get_ref();
@@ -1057,6 +1216,12 @@ fn kube_settings(src: &Source<'_>, raw: &RawManifest) -> Result<KubeSettings, Co
     )? {
         k.api_time_per_event = std::time::Duration::from_millis(t);
     }
+    if let Some(b) = ranged(&raw.max_request_bytes, "max_request_bytes", 1024, 64 << 20)? {
+        k.max_request_bytes = b as usize;
+    }
+    if let Some(b) = ranged(&raw.max_answer_bytes, "max_answer_bytes", 1024, 64 << 20)? {
+        k.max_answer_bytes = b as usize;
+    }
     Ok(k)
 }
 
@@ -1071,7 +1236,8 @@ impl PluginManifest {
     pub fn parse(path: &Path, text: &str, defaults: &Limits) -> Result<Self, ConfigError> {
         let src = Source { path, text };
         let raw: RawManifest = parse(&src)?;
-        let kube = kube_settings(&src, &raw)?;
+        let mut kube = kube_settings(&src, &raw)?;
+        let events = EventsKey::parse(&src, &raw.events)?;
         let pos = |span: Range<usize>| line_col(text, span.start);
 
         check_plugin_name(raw.name.get_ref())
@@ -1206,7 +1372,7 @@ impl PluginManifest {
             })?,
             None => "{}".to_string(),
         };
-        Ok(PluginManifest {
+        let mut manifest = PluginManifest {
             file: path.to_path_buf(),
             name_position: pos(raw.name.span()),
             wasm_position: pos(raw.wasm.span()),
@@ -1219,9 +1385,15 @@ impl PluginManifest {
             read,
             limits,
             config_json,
-            kube,
+            kube: KubeSettings::default(),
             controller,
-        })
+        };
+        let mut regarding: std::collections::BTreeSet<String> =
+            manifest.readable().into_iter().collect();
+        regarding.extend(kube.grants.iter().map(|g| g.resource.clone()));
+        kube.events = events.grant(manifest.namespace.as_deref(), regarding, &kube.grants);
+        manifest.kube = kube;
+        Ok(manifest)
     }
 }
 
@@ -1305,10 +1477,10 @@ pub fn scan_manifests(dir: &Path, defaults: &Limits) -> ManifestScan {
     for file in files {
         match PluginManifest::load(&file, defaults) {
             Ok(m) => {
-                if let Some(&i) = owners.get(&m.name) {
+                if let Some(&i) = owners.get(&m.identity_key()) {
                     scan.errors.push(duplicate_name(&m, &scan.manifests[i]));
                 } else {
-                    owners.insert(m.name.clone(), scan.manifests.len());
+                    owners.insert(m.identity_key(), scan.manifests.len());
                     scan.manifests.push(m);
                 }
             }
@@ -1318,14 +1490,24 @@ pub fn scan_manifests(dir: &Path, defaults: &Limits) -> ManifestScan {
     scan
 }
 
-/// The error for `m` reusing the name `owner` already has.
+/// The error for `m` reusing the name `owner` already has (or one that
+/// differs only by `_` and `-`, which name the same ServiceAccount).
 pub fn duplicate_name(m: &PluginManifest, owner: &PluginManifest) -> ConfigError {
+    let what = if m.name == owner.name {
+        format!("duplicate plugin name {:?}", m.name)
+    } else {
+        format!(
+            "plugin name {:?} names the same ServiceAccount ({}) as {:?}",
+            m.name,
+            IdentitySettings::account_name(&m.name),
+            owner.name
+        )
+    };
     m.error_at(
         m.name_position,
         "name",
         format!(
-            "duplicate plugin name {:?}: already defined in {}:{}:{}",
-            m.name,
+            "{what}: already defined in {}:{}:{}",
             owner.file.display(),
             owner.name_position.0,
             owner.name_position.1

@@ -47,12 +47,13 @@ use kube_informer::cache_view::CacheView;
 use kube_informer::indexer::IndexSpec;
 use kube_informer::latency::{LatencyHistogram, TimedHandler};
 use kube_informer::listener::{ListenerStats, ListenerStatsSnapshot};
+use kube_informer::names::Namespace;
 use kube_informer::reflector::ReflectorConfig;
 use kube_informer::HandlerOptions;
 use kube_informer::Registration;
 use kube_informer::{InformerConfig, InformerError, InformerLease, InformerRegistry};
 use wasm_informer_runtime::capability::api::ClusterApi;
-use wasm_informer_runtime::capability::kube::Grants;
+use wasm_informer_runtime::capability::kube::{Grants, ProtectedLeases, Quota};
 use wasm_informer_runtime::{
     EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
     PluginStatus,
@@ -250,10 +251,15 @@ pub struct Host {
     options: HostOptions,
     /// Plugin API calls, with the host's credentials.
     api: Arc<dyn ClusterApi>,
+    /// The same, for what the host itself asks of it (discovery at load).
+    kube_api: Arc<KubeApi>,
     /// Each plugin's API grants, by plugin name: shared by every version of a
     /// plugin, so a reload that changes them applies at once to the version
     /// still draining too.
     grants: Mutex<BTreeMap<String, Grants>>,
+    /// Each plugin's API quota, by plugin name: one token bucket for every
+    /// runner, worker and version of a plugin, never refilled by a reload.
+    quotas: Mutex<BTreeMap<String, Arc<Quota>>>,
     identity: String,
     /// The config directory has been read and applied once.
     loaded: AtomicBool,
@@ -318,11 +324,12 @@ impl Host {
             },
             ..InformerConfig::default()
         };
-        let api: Arc<dyn ClusterApi> = KubeApi::fenced(
+        let kube_api = KubeApi::fenced(
             client.clone(),
             tokio::runtime::Handle::current(),
             options.cluster.as_ref().map(|c| c.fence().clone()),
         );
+        let api: Arc<dyn ClusterApi> = kube_api.clone();
         let registry = InformerRegistry::new(client, informer_config);
         for (resource, indexes) in &config.host.indexers {
             for ix in indexes {
@@ -361,7 +368,9 @@ impl Host {
                 .unwrap_or_else(|| crate::cluster::resolve_identity(None)),
             options,
             api,
+            kube_api,
             grants: Mutex::new(BTreeMap::new()),
+            quotas: Mutex::new(BTreeMap::new()),
             loaded: AtomicBool::new(false),
         }))
     }
@@ -684,6 +693,27 @@ impl Host {
             .check_world(loaded.world())
             .map_err(|e| e.to_string())?;
 
+        // Every granted resource exists on the server, and a grant limited to
+        // namespaces is on a namespaced one.
+        for (i, g) in manifest.kube.grants.iter().enumerate() {
+            let id = kube_informer::resource::ResourceId::parse(&g.resource)
+                .map_err(|e| e.to_string())?;
+            let key = format!("write[{i}]");
+            let spec = self.kube_api.resolve_async(&id).await.map_err(|e| {
+                manifest
+                    .error_at(manifest.name_position, &format!("{key}.resource"), e)
+                    .to_string()
+            })?;
+            g.check_scope(&spec).map_err(|e| {
+                manifest
+                    .error_at(
+                        manifest.name_position,
+                        &format!("{key}.{}", e.field),
+                        e.reason,
+                    )
+                    .to_string()
+            })?;
+        }
         let mut read_leases = Vec::new();
         for r in &manifest.read {
             if manifest.resources.iter().any(|x| x.value == r.value) {
@@ -719,12 +749,27 @@ impl Host {
             grants.replace((*before).clone());
             e
         };
+        let quota = self
+            .quotas
+            .lock()
+            .entry(manifest.name.clone())
+            .or_insert_with(|| Quota::new(manifest.kube.write_qps, manifest.kube.write_burst))
+            .clone();
         let services = HostServices {
             cache,
             api: Some(self.api.clone()),
             grants: grants.clone(),
             dry_run: self.options.dry_run,
             identity: self.identity.clone(),
+            quota,
+            act_as: self.config.host.identity.user_of(&manifest.name),
+            protected: self
+                .options
+                .cluster
+                .as_ref()
+                .and_then(|c| Namespace::parse(c.lease_namespace()).ok())
+                .map(|namespace| ProtectedLeases { namespace }),
+            enforce_grants: true,
         };
         let mut controller = None;
         if manifest.controller.is_some() {

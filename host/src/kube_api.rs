@@ -1,20 +1,22 @@
 //! The host's side of the runtime's [`ClusterApi`]: plugin API calls sent
 //! through kube-client, with the host's credentials.
 //!
-//! Job: turn an [`ApiRequest`] (already checked against the plugin's grants by
-//! the runtime) into an HTTP request on the right path, with `dryRun`,
-//! `fieldManager`, `force` and the delete options, send it, and hand back the
-//! status, `Retry-After` and body. The plugin's thread blocks on the answer;
-//! the request itself runs on the host's Tokio runtime.
+//! Job: send an [`ApiRequest`] (typed and checked against the plugin's
+//! grants by the runtime) on the request line the runtime renders from it
+//! ([`ApiRequest::line`]), with the delete options, the plugin's
+//! `Impersonate-User` and a server-side `timeout`, and hand back the status,
+//! `Retry-After`, the body (at most the plugin's `max_answer_bytes`) and the
+//! line as sent. The plugin's thread blocks on the answer; the request itself
+//! runs on the host's Tokio runtime. It also resolves resources for the
+//! runtime (the built-in table, else discovery, once per resource).
 //!
 //! Invariants: every request this sends was checked by the runtime against the
 //! calling plugin's grants (this type is only reachable through the
-//! capability); in leader or sharded mode it is sent only while the
-//! replica's fence is open, with a deadline no later than the fence's, so no
+//! capability), and its URI is exactly the rendered line; in leader or
+//! sharded mode it is sent only under the tenure its event began in, with a
+//! deadline (and a server-side `timeout`) no later than the fence's, so no
 //! write of a replica that lost its lease can reach the server after another
-//! replica could have taken over (I10); a call returns by its deadline; a
-//! resource's scope and path come from the built-in table or discovery, once
-//! per resource.
+//! replica could have taken over (I10); a call returns by its deadline.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,16 +25,14 @@ use std::time::{Duration, Instant};
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use kube::client::Body;
 use kube_informer::reflector::read_all;
-use kube_informer::resource::{encode_query_value, ResourceSpec};
+use kube_informer::resource::{ResourceError, ResourceId, ResourceSpec};
 use parking_lot::Mutex;
 
 use crate::cluster::fence::Fence;
 use wasm_informer_runtime::capability::api::{
-    ApiRequest, ApiResponse, ClusterApi, Transport, Verb,
+    unknown_resource, ApiRequest, ApiResponse, ClusterApi, Exchange, RequestLine, Tenure,
+    Transport, Verb,
 };
-
-/// Largest body read back from the server for one call.
-const MAX_BODY: usize = 16 << 20;
 
 /// Plugin API calls over kube-client.
 pub struct KubeApi {
@@ -68,76 +68,51 @@ impl KubeApi {
         })
     }
 
-    async fn spec(&self, resource: &str) -> Result<ResourceSpec, Transport> {
+    async fn spec(&self, resource: &str) -> Result<ResourceSpec, String> {
         if let Some(s) = self.specs.lock().get(resource) {
             return Ok(s.clone());
         }
         let spec = ResourceSpec::resolve(&self.client, resource)
             .await
-            .map_err(|e| Transport::Failed(e.to_string()))?;
+            .map_err(|e| match e {
+                ResourceError::Unknown { .. } => {
+                    unknown_resource(&ResourceId::parse(resource).expect("a parsed id"))
+                }
+                other => other.to_string(),
+            })?;
         self.specs.lock().insert(resource.to_string(), spec.clone());
         Ok(spec)
     }
 
-    async fn send(&self, r: &ApiRequest) -> Result<ApiResponse, Transport> {
-        let spec = self.spec(&r.resource).await?;
-        let ns = if spec.namespaced {
-            r.namespace.as_deref()
-        } else {
-            None
-        };
-        let mut path = match (&r.name, r.verb) {
-            (None, Verb::Create) | (None, _) => match ns {
-                Some(ns) => spec.namespaced_path(ns),
-                None => spec.collection_path(),
-            },
-            (Some(name), _) => spec.object_path(ns, name, r.subresource.as_deref()),
-        };
-        let mut query: Vec<(&str, String)> = Vec::new();
-        if r.dry_run {
-            query.push(("dryRun", "All".into()));
-        }
-        if let Some(fm) = &r.field_manager {
-            if r.verb != Verb::Delete {
-                query.push(("fieldManager", fm.clone()));
-            }
-        }
-        if r.force {
-            query.push(("force", "true".into()));
-        }
-        for (i, (k, v)) in query.iter().enumerate() {
-            path.push(if i == 0 { '?' } else { '&' });
-            path.push_str(k);
-            path.push('=');
-            path.push_str(&encode_query_value(v));
-        }
-        let method = match r.verb {
-            Verb::Get => http::Method::GET,
-            Verb::Create => http::Method::POST,
-            Verb::Replace => http::Method::PUT,
-            Verb::Patch => http::Method::PATCH,
-            Verb::Delete => http::Method::DELETE,
-        };
-        let content_type = match (r.verb, r.patch) {
-            (Verb::Patch, Some(p)) => p.content_type(),
-            _ => "application/json",
-        };
+    /// The resource `id` as the server serves it, from an async context.
+    pub async fn resolve_async(&self, id: &ResourceId) -> Result<ResourceSpec, String> {
+        self.spec(&id.to_string()).await
+    }
+
+    /// Sends `r` with the request line `line`, which [`ApiRequest::line`]
+    /// rendered from the typed request: nothing else goes into the URI.
+    async fn send(&self, r: &ApiRequest, line: &RequestLine) -> Result<ApiResponse, Transport> {
+        let uri = line.uri();
         let body = match r.verb {
             Verb::Delete => Some(delete_body(r)),
             _ => r.body.clone(),
         };
-        let req = http::Request::builder()
-            .method(method)
-            .uri(&path)
+        let mut req = http::Request::builder()
+            .method(line.method)
+            .uri(&uri)
             .header(http::header::ACCEPT, "application/json")
-            .header(CONTENT_TYPE, content_type)
+            .header(CONTENT_TYPE, r.content_type());
+        if let Some(user) = &r.impersonate {
+            req = req.header("Impersonate-User", user);
+        }
+        let req = req
             .body(Body::from(body.unwrap_or_default().into_bytes()))
-            .map_err(|e| Transport::Failed(format!("cannot build request for {path}: {e}")))?;
+            .map_err(|e| Transport::Failed(format!("cannot build request for {uri}: {e}")))?;
         let resp = self
             .client
             .send(req)
             .await
-            .map_err(|e| Transport::Failed(format!("{path}: {e}")))?;
+            .map_err(|e| Transport::Failed(format!("{uri}: {e}")))?;
         let code = resp.status().as_u16();
         let retry_after = resp
             .headers()
@@ -145,9 +120,14 @@ impl KubeApi {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let body = read_all(resp.into_body(), MAX_BODY)
+        let body = read_all(resp.into_body(), r.max_answer_bytes)
             .await
-            .map_err(|e| Transport::Failed(format!("{path}: reading the answer: {e}")))?;
+            .map_err(|e| {
+                Transport::Failed(format!(
+                    "{uri}: reading the answer (at most max_answer_bytes, {} bytes): {e}",
+                    r.max_answer_bytes
+                ))
+            })?;
         Ok(ApiResponse {
             code,
             retry_after,
@@ -179,20 +159,44 @@ fn delete_body(r: &ApiRequest) -> String {
 }
 
 impl ClusterApi for KubeApi {
-    fn call(&self, request: &ApiRequest, deadline: Instant) -> Result<ApiResponse, Transport> {
+    fn call(&self, request: &ApiRequest, deadline: Instant, tenure: Option<Tenure>) -> Exchange {
         let mut deadline = deadline;
         if let Some(fence) = &self.fence {
-            // A request never outlives the lease it is sent under.
-            if let Some(closes) = fence.deadline() {
-                deadline = deadline.min(closes);
-            }
-            fence
-                .check(deadline.saturating_duration_since(Instant::now()))
-                .map_err(|e| Transport::Failed(format!("not sent: {e}")))?;
+            // A request never outlives the tenure it is sent under.
+            deadline = match fence.admit(tenure, deadline) {
+                Ok(d) => d,
+                Err(e) => return Exchange::refused(format!("not sent: {e}")),
+            };
         }
+        // The server gives up on a write at the same deadline, so a write
+        // it has not applied by then is never applied later.
+        let line = request.line(Some(deadline.saturating_duration_since(Instant::now())));
         let at = tokio::time::Instant::from_std(deadline);
-        self.rt
-            .block_on(async { tokio::time::timeout_at(at, self.send(request)).await })
-            .unwrap_or(Err(Transport::Timeout))
+        let result = self
+            .rt
+            .block_on(async { tokio::time::timeout_at(at, self.send(request, &line)).await })
+            .unwrap_or(Err(Transport::Timeout));
+        Exchange {
+            sent: Some(line),
+            result,
+        }
+    }
+
+    fn tenure(&self) -> Option<Tenure> {
+        match &self.fence {
+            Some(f) => f.tenure(),
+            None => Some(Tenure(0)),
+        }
+    }
+
+    fn resolve(&self, id: &ResourceId) -> Result<ResourceSpec, String> {
+        if let Some(s) = self.specs.lock().get(&id.to_string()) {
+            return Ok(s.clone());
+        }
+        if let Ok(Some(spec)) = ResourceSpec::builtin(&id.to_string()) {
+            return Ok(spec);
+        }
+        // Called on a plugin's own thread, never on an async worker.
+        self.rt.block_on(self.spec(&id.to_string()))
     }
 }

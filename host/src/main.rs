@@ -294,10 +294,18 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
 }
 
 async fn sim(args: SimArgs) -> Result<(), Failure> {
-    let settings = match &args.config {
+    let mut settings = match &args.config {
         Some(dir) => ConfigDir::open(dir).map_err(Failure::config)?.host.sim,
         None => HostSettings::default().sim,
     };
+    settings.rbac |= args.rbac;
+    for t in &args.token {
+        let (token, user) = t
+            .split_once('=')
+            .filter(|(t, u)| !t.is_empty() && !u.is_empty())
+            .ok_or_else(|| Failure::config(format!("--token {t:?}: expected TOKEN=USER")))?;
+        settings.tokens.push((token.to_string(), user.to_string()));
+    }
     let s = EmbeddedSim::start(&settings, args.listen, &args.kubeconfig_out)
         .await
         .map_err(|e| Failure::runtime(format!("cannot start the simulator: {e:#}")))?;
@@ -381,7 +389,9 @@ fn rbac(args: RbacArgs) -> Result<String, Failure> {
     let names = wasm_informer::rbac::RbacNames {
         name: args.name,
         service_account: args.service_account,
-        namespace: args.namespace,
+        namespace: args
+            .namespace
+            .unwrap_or_else(|| config.host.identity.namespace.clone()),
     };
     wasm_informer::rbac::for_config_dir(&config, &names).map_err(Failure::config)
 }

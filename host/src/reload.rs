@@ -144,7 +144,7 @@ impl ReloadState {
             .running
             .iter()
             .filter(|(f, _)| scanned.contains_key(*f))
-            .map(|(_, r)| (r.name.clone(), r.manifest.clone()))
+            .map(|(_, r)| (r.manifest.identity_key(), r.manifest.clone()))
             .collect();
         for (file, s) in scanned {
             let running = self.running.get(file);
@@ -165,7 +165,7 @@ impl ReloadState {
                     continue;
                 }
             };
-            if let Some(owner) = owners.get(&manifest.name) {
+            if let Some(owner) = owners.get(&manifest.identity_key()) {
                 if owner.file != *file {
                     actions.push(ReloadAction::Reject {
                         file: file.clone(),
@@ -175,7 +175,7 @@ impl ReloadState {
                     continue;
                 }
             }
-            owners.insert(manifest.name.clone(), manifest.clone());
+            owners.insert(manifest.identity_key(), manifest.clone());
             match running {
                 None => actions.push(ReloadAction::Add {
                     manifest: manifest.clone(),

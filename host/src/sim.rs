@@ -94,7 +94,14 @@ impl EmbeddedSim {
         listen: std::net::SocketAddr,
         kubeconfig: &Path,
     ) -> anyhow::Result<Self> {
-        let sim = Sim::new(SimConfig::default());
+        let sim = Sim::new(SimConfig {
+            rbac: settings.rbac,
+            tls: settings.rbac,
+            ..SimConfig::default()
+        });
+        for (token, user) in &settings.tokens {
+            sim.tokens().add(token, user, &[]);
+        }
         let store = sim.store().clone();
         let mut wc = WorkloadConfig::new(settings.pods, settings.namespaces, settings.seed)
             .with_deployments(settings.deployments, settings.expose_fraction)

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use wasm_informer_runtime::capability::api::Tenure;
 
 /// Why a write may not be sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,14 +39,23 @@ pub enum Fenced {
     /// The replica does not hold its lease (standby, lost, or shutting down).
     #[error("this replica does not hold its lease")]
     NotHeld,
-    /// The lease is held, but the request could still be in flight after the
-    /// moment another replica could take it over.
-    #[error("the lease may expire before a request with a {timeout_ms} ms timeout completes")]
+    /// The lease is held, but too little of it is left for a request to be
+    /// answered before another replica could take it over.
+    #[error("only {timeout_ms} ms of the lease are left, too little for a request")]
     TooLate {
-        /// The request timeout that was asked for.
+        /// What was left of the fence.
         timeout_ms: u64,
     },
+    /// The call began under an earlier tenure of the lease, which was lost
+    /// since (the replica may hold the lease again, but another replica may
+    /// have acted in between).
+    #[error("the event began under an earlier tenure of the lease, which was lost since")]
+    StaleTenure,
 }
+
+/// The shortest time a request is sent with: less than this left of the
+/// fence, and the request is not sent.
+pub const MIN_REQUEST_TIME: Duration = Duration::from_millis(20);
 
 #[derive(Debug)]
 struct State {
@@ -53,6 +63,9 @@ struct State {
     deadline: Option<Instant>,
     /// Never opens again.
     shut: bool,
+    /// The current tenure: bumped each time the fence opens after it was
+    /// closed or had lapsed, so nothing begun under an earlier tenure passes.
+    tenure: u64,
 }
 
 /// The shared fence of one lease.
@@ -71,6 +84,7 @@ impl Fence {
             state: Mutex::new(State {
                 deadline: None,
                 shut: false,
+                tenure: 0,
             }),
             validity: Some(lease_duration.saturating_sub(skew_margin)),
         })
@@ -83,6 +97,7 @@ impl Fence {
             state: Mutex::new(State {
                 deadline: None,
                 shut: false,
+                tenure: 0,
             }),
             validity: None,
         })
@@ -103,6 +118,49 @@ impl Fence {
         } else {
             Err(Fenced::NotHeld)
         }
+    }
+
+    /// The tenure that a call into a plugin starting now begins in: `None`
+    /// when the fence is not open now (for a host without leases, tenure 0).
+    pub fn tenure(&self) -> Option<Tenure> {
+        let st = self.state.lock();
+        if st.shut {
+            return None;
+        }
+        match (self.validity, st.deadline) {
+            (None, _) => Some(Tenure(st.tenure)),
+            (Some(_), Some(d)) if Instant::now() < d => Some(Tenure(st.tenure)),
+            _ => None,
+        }
+    }
+
+    /// The hook for the write path of a call that began in `tenure`: `Ok`
+    /// with the instant the request must be answered by (no later than
+    /// `deadline`, and before the fence closes), or why nothing may be sent:
+    /// the tenure is over (the lease was lost, even if it was won back
+    /// since), or too little of it is left for a request.
+    pub fn admit(&self, tenure: Option<Tenure>, deadline: Instant) -> Result<Instant, Fenced> {
+        let now = Instant::now();
+        let st = self.state.lock();
+        if st.shut {
+            return Err(Fenced::NotHeld);
+        }
+        if self.validity.is_none() {
+            return Ok(deadline);
+        }
+        let Some(closes) = st.deadline.filter(|d| now < *d) else {
+            return Err(Fenced::NotHeld);
+        };
+        if tenure != Some(Tenure(st.tenure)) {
+            return Err(Fenced::StaleTenure);
+        }
+        let until = deadline.min(closes);
+        if until.saturating_duration_since(now) < MIN_REQUEST_TIME {
+            return Err(Fenced::TooLate {
+                timeout_ms: until.saturating_duration_since(now).as_millis() as u64,
+            });
+        }
+        Ok(until)
     }
 
     /// Whether the fence is open at `now`.
@@ -141,7 +199,14 @@ impl Fence {
             return;
         }
         let d = sent + validity;
-        st.deadline = Some(st.deadline.map_or(d, |old| old.max(d)));
+        match st.deadline {
+            Some(old) if Instant::now() < old => st.deadline = Some(old.max(d)),
+            // Closed or lapsed: whatever began before may not write now.
+            _ => {
+                st.tenure += 1;
+                st.deadline = Some(d);
+            }
+        }
     }
 
     /// Closes the fence until the next successful renewal (the lease was lost).

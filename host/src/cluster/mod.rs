@@ -182,6 +182,11 @@ impl Cluster {
         &self.identity
     }
 
+    /// The namespace of the host's Leases (no plugin may write Leases there).
+    pub fn lease_namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The fence the write path consults ([`Fence::check`]).
     pub fn fence(&self) -> &Arc<Fence> {
         &self.fence

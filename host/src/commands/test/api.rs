@@ -21,10 +21,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use apisim::{RunningSim, Sim, SimConfig, Subresource};
+use kube_informer::resource::{ResourceId, ResourceSpec};
 use parking_lot::Mutex;
 use serde_json::Value;
 use wasm_informer_runtime::capability::api::{
-    ApiRequest, ApiResponse, ClusterApi, Transport, Verb,
+    ApiRequest, ApiResponse, ClusterApi, Exchange, Tenure, Verb,
 };
 use wasm_informer_runtime::capability::events::EVENTS_RESOURCE;
 
@@ -223,7 +224,7 @@ impl FixtureApi {
     }
 
     fn ids_of(&self, r: &ApiRequest) -> Option<Ids> {
-        self.ids.lock().get(&(r.resource.clone(), r.key())).cloned()
+        self.ids.lock().get(&(r.resource(), r.key())).cloned()
     }
 
     /// Answers an Event write without the simulator: a create echoes its
@@ -231,8 +232,9 @@ impl FixtureApi {
     fn event(&self, r: &ApiRequest) -> ApiResponse {
         let code = if r.verb == Verb::Create { 201 } else { 200 };
         self.effects.push(Effect::Request {
-            request: r.clone(),
+            request: Box::new(r.clone()),
             code,
+            refusal: None,
         });
         ApiResponse {
             code,
@@ -246,9 +248,12 @@ impl FixtureApi {
 }
 
 impl ClusterApi for FixtureApi {
-    fn call(&self, request: &ApiRequest, deadline: Instant) -> Result<ApiResponse, Transport> {
-        if request.resource == EVENTS_RESOURCE {
-            return Ok(self.event(request));
+    fn call(&self, request: &ApiRequest, deadline: Instant, tenure: Option<Tenure>) -> Exchange {
+        if request.resource() == EVENTS_RESOURCE {
+            return Exchange {
+                sent: Some(request.line(None)),
+                result: Ok(self.event(request)),
+            };
         }
         let ids = self.ids_of(request);
         let mut sent = request.clone();
@@ -273,12 +278,25 @@ impl ClusterApi for FixtureApi {
                 d.resource_version = Some(ids.sim_rv.clone());
             }
         }
-        let answer = self.kube.call(&sent, deadline);
+        let Exchange { sent, result } = self.kube.call(&sent, deadline, tenure);
         self.effects.push(Effect::Request {
-            request: request.clone(),
-            code: answer.as_ref().map(|a| a.code).unwrap_or(0),
+            request: Box::new(request.clone()),
+            code: result.as_ref().map(|a| a.code).unwrap_or(0),
+            refusal: result
+                .as_ref()
+                .ok()
+                .filter(|a| !(200..300).contains(&a.code))
+                .map(|a| a.body.clone()),
         });
-        let mut answer = answer?;
+        let mut answer = match result {
+            Ok(a) => a,
+            Err(e) => {
+                return Exchange {
+                    sent,
+                    result: Err(e),
+                }
+            }
+        };
         if let Some(ids) = &ids {
             if let Ok(mut v) = serde_json::from_str::<Value>(&answer.body) {
                 swap_ids(
@@ -295,7 +313,14 @@ impl ClusterApi for FixtureApi {
                 answer.body = v.to_string();
             }
         }
-        Ok(answer)
+        Exchange {
+            sent,
+            result: Ok(answer),
+        }
+    }
+
+    fn resolve(&self, id: &ResourceId) -> Result<ResourceSpec, String> {
+        self.kube.resolve(id)
     }
 }
 

@@ -34,9 +34,12 @@ pub enum Effect {
     /// A request that reached the API, and the status it got.
     Request {
         /// As the plugin's client sent it.
-        request: ApiRequest,
+        request: Box<ApiRequest>,
         /// HTTP status, 0 when no answer came.
         code: u16,
+        /// The body of an answer that was not a success (the server's
+        /// `Status`).
+        refusal: Option<String>,
     },
 }
 

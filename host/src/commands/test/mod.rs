@@ -15,8 +15,9 @@
 //! must contain the expected document (see [`expect`]).
 //!
 //! Invariants: a write is never sent without `dryRun=All`; the exit status is
-//! 1 when the plugin trapped (or could not start) or the output does not
-//! match `--expect`, 2 for bad input, 0 otherwise. After a trap the next
+//! 1 when the plugin trapped (or could not start), a write was invalid (the
+//! simulator validates as the API server does; unless `--allow-invalid`), or
+//! the output does not match `--expect`, 2 for bad input, 0 otherwise. After a trap the next
 //! change goes to a fresh instance (`init` again), as the host would do; the
 //! host would also replay the cache into it, which the test leaves out so
 //! that each step shows one call.
@@ -42,8 +43,9 @@ use wasm_informer_runtime::capability::kube::{Grants, KubeClient, KubeState};
 use wasm_informer_runtime::host_state::Granted;
 use wasm_informer_runtime::log_sink::LogSink;
 use wasm_informer_runtime::{
-    CallOutcome, EngineConfig, LoadedPlugin, PluginEngine, PluginInstance, PluginLimits,
-    PluginSpec, PluginStatus, PluginTrap, ReconcileOutcome, ReconcileRequest, StartError, World,
+    CallOutcome, EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginInstance,
+    PluginLimits, PluginSpec, PluginStatus, PluginTrap, ReconcileOutcome, ReconcileRequest,
+    StartError, World,
 };
 use wasm_informer_selector::LabelSelector;
 
@@ -75,6 +77,10 @@ pub struct TestArgs {
     /// `cache_dir`, else the user's cache directory).
     #[arg(long, env = "WASM_INFORMER_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Exit 0 even when writes were invalid (the simulator refused them as
+    /// a real API server would).
+    #[arg(long)]
+    pub allow_invalid: bool,
 }
 
 /// What the plugin was told.
@@ -140,6 +146,52 @@ pub struct WriteOut {
     /// The simulator's HTTP status (absent when nothing was sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<u16>,
+    /// Why it failed: the server's `Status` message and causes, as kubectl
+    /// prints them, or the host's reason for refusing it unsent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorOut>,
+}
+
+/// Why a write failed.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct ErrorOut {
+    /// The message, for example `Pod "web" is invalid: spec.containers:
+    /// Required value`.
+    pub message: String,
+    /// The causes (`details.causes` of the server's Status).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<CauseOut>,
+}
+
+/// One cause of an invalid write.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct CauseOut {
+    /// The field at fault, for example `spec.containers`.
+    pub field: String,
+    /// `FieldValueRequired`, `FieldValueInvalid`, ...
+    pub reason: String,
+    /// The message.
+    pub message: String,
+}
+
+impl ErrorOut {
+    /// From the body of a failed answer (a `Status`), if it is one.
+    fn from_status(body: &str) -> Option<Self> {
+        let v: Value = serde_json::from_str(body).ok()?;
+        (v["kind"] == "Status").then(|| Self {
+            message: v["message"].as_str().unwrap_or_default().to_string(),
+            causes: v["details"]["causes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| CauseOut {
+                    field: c["field"].as_str().unwrap_or_default().to_string(),
+                    reason: c["reason"].as_str().unwrap_or_default().to_string(),
+                    message: c["message"].as_str().unwrap_or_default().to_string(),
+                })
+                .collect(),
+        })
+    }
 }
 
 /// The object an Event is about.
@@ -228,6 +280,9 @@ pub struct Summary {
     pub traps: usize,
     /// Writes attempted.
     pub writes: usize,
+    /// Writes refused as invalid: by the simulator's validation (a real API
+    /// server would refuse them too), or by the host before sending.
+    pub invalid: usize,
     /// Events recorded.
     pub events: usize,
 }
@@ -390,7 +445,7 @@ impl Subject {
 
     /// Moves the effects recorded since the last call into `step`.
     fn fill(&mut self, step: &mut Step) {
-        let mut pending: Option<(ApiRequest, u16)> = None;
+        let mut pending: Option<(ApiRequest, u16, Option<String>)> = None;
         for e in self.effects.take() {
             match e {
                 Effect::Log {
@@ -402,21 +457,34 @@ impl Subject {
                     message,
                     stream: (stream != "log").then_some(stream),
                 }),
-                Effect::Request { request, code } => pending = Some((request, code)),
+                Effect::Request {
+                    request,
+                    code,
+                    refusal,
+                } => pending = Some((*request, code, refusal)),
                 Effect::Audit(f) => {
                     let get = |k: &str| f.get(k).cloned().unwrap_or_default();
                     let (verb, resource, key) = (get("verb"), get("resource"), get("key"));
-                    let req = pending.take().filter(|(r, _)| {
-                        r.verb.as_str() == verb && r.resource == resource && r.key() == key
+                    let req = pending.take().filter(|(r, _, _)| {
+                        r.verb.as_str() == verb && r.resource() == resource && r.key() == key
                     });
                     let outcome = get("outcome");
                     let code = get("code").parse::<u16>().ok().filter(|c| *c != 0);
+                    // The server's Status, or the host's reason for not sending.
+                    let error = match &req {
+                        Some((_, _, Some(body))) => ErrorOut::from_status(body),
+                        _ => f.get("reason").map(|r| ErrorOut {
+                            message: r.trim_matches('"').to_string(),
+                            causes: Vec::new(),
+                        }),
+                    };
                     if resource == EVENTS_RESOURCE {
                         step.events
                             .push(self.event_record(req.map(|r| r.0), outcome));
                     } else {
-                        step.writes
-                            .push(write_out(&f, req.map(|r| r.0), outcome, code));
+                        let mut w = write_out(&f, req.map(|r| r.0), outcome, code);
+                        w.error = error.filter(|_| w.outcome != "ok");
+                        step.writes.push(w);
                     }
                 }
             }
@@ -436,7 +504,7 @@ impl Subject {
             .and_then(|b| serde_json::from_str(b).ok())
             .unwrap_or_default();
         let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        if let Some(name) = req.name.as_deref() {
+        if let Some(name) = req.target.name().map(|n| n.as_str()) {
             // A repeat: the series patch of an Event recorded earlier.
             let mut e = self.recorded.get(name).cloned().unwrap_or_default();
             e.count = body["series"]["count"].as_u64();
@@ -567,16 +635,17 @@ fn write_out(
         Some(r) => WriteOut {
             verb: r.verb.as_str().to_string(),
             patch: r.patch.map(|p| p.as_str().to_string()),
-            resource: r.resource.clone(),
-            subresource: r.subresource.clone(),
-            namespace: r.namespace.clone(),
-            name: r.name.clone(),
+            resource: r.resource(),
+            subresource: r.target.subresource().map(|s| s.to_string()),
+            namespace: r.target.namespace().map(|n| n.to_string()),
+            name: r.target.name().map(|n| n.to_string()),
             body: r
                 .body
                 .as_deref()
                 .map(|b| serde_json::from_str(b).unwrap_or_else(|_| Value::String(b.into()))),
             outcome,
             code,
+            error: None,
         },
         None => {
             let key = get("key").unwrap_or_default();
@@ -594,6 +663,7 @@ fn write_out(
                 body: None,
                 outcome,
                 code,
+                error: None,
             }
         }
     }
@@ -783,10 +853,17 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     let name: Arc<str> = manifest.name.as_str().into();
     let status = Arc::new(PluginStatus::new(&manifest.name));
     let cluster: Arc<dyn ClusterApi> = api.clone();
+    let services = HostServices {
+        dry_run: true,
+        ..HostServices::with_api(
+            cache.clone(),
+            cluster.clone(),
+            Grants::new(manifest.kube.clone()),
+        )
+    };
     let kube = Arc::new(KubeClient::new(
         name.clone(),
-        Grants::new(manifest.kube.clone()),
-        true,
+        &services,
         cluster,
         status.clone(),
     ));
@@ -925,6 +1002,7 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     };
     for s in std::iter::once(&output.init).chain(&output.steps) {
         summary.writes += s.writes.len();
+        summary.invalid += s.writes.iter().filter(|w| w.outcome == "invalid").count();
         summary.events += s.events.len();
         match s.outcome.as_str() {
             "trap" => summary.traps += 1,
@@ -941,7 +1019,8 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
         None => Vec::new(),
     };
     let failed_start = output.init.outcome != "ok";
-    let code = if output.summary.traps > 0 || failed_start || !differences.is_empty() {
+    let invalid = output.summary.invalid > 0 && !args.allow_invalid;
+    let code = if output.summary.traps > 0 || failed_start || invalid || !differences.is_empty() {
         1
     } else {
         0
@@ -951,6 +1030,48 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
         differences,
         code,
     })
+}
+
+/// One line per invalid write, as kubectl prints the server's refusal:
+/// `step N: VERB RESOURCE KEY: The Kind "name" is invalid: field: message`.
+pub fn invalid_writes(output: &Output) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, s) in std::iter::once(&output.init)
+        .chain(&output.steps)
+        .enumerate()
+    {
+        let step = if i == 0 {
+            "init".to_string()
+        } else {
+            format!("step {i}")
+        };
+        for w in s.writes.iter().filter(|w| w.outcome == "invalid") {
+            let key = match (&w.namespace, &w.name) {
+                (Some(ns), Some(n)) => format!("{ns}/{n}"),
+                (None, Some(n)) => n.clone(),
+                (Some(ns), None) => format!("{ns}/"),
+                (None, None) => String::new(),
+            };
+            let why = w.error.as_ref().map_or("invalid".to_string(), |e| {
+                if e.causes.is_empty() {
+                    e.message.clone()
+                } else {
+                    // kubectl: `The Pod "x" is invalid: FIELD: MESSAGE`, per cause.
+                    let head = e.message.split(" is invalid:").next().unwrap_or(&e.message);
+                    e.causes
+                        .iter()
+                        .map(|c| format!("The {head} is invalid: {}: {}", c.field, c.message))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                }
+            });
+            out.push(format!(
+                "test: {step}: {} {} {key}: {why}",
+                w.verb, w.resource
+            ));
+        }
+    }
+    out
 }
 
 /// Runs `test`: prints the output on stdout and any difference from
@@ -981,6 +1102,16 @@ pub fn run(args: TestArgs) -> Result<u8, Failure> {
         eprintln!(
             "test: the plugin trapped {} time(s)",
             f.output.summary.traps
+        );
+    }
+    for line in invalid_writes(&f.output) {
+        eprintln!("{line}");
+    }
+    if f.output.summary.invalid > 0 && !args.allow_invalid {
+        eprintln!(
+            "test: {} write(s) were invalid: a real API server refuses them too \
+             (--allow-invalid to pass anyway)",
+            f.output.summary.invalid
         );
     }
     Ok(f.code)
