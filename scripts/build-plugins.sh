@@ -18,8 +18,9 @@
 # reconciler`, Python `class Reconciler`, C defines
 # `exports_wasm_informer_plugin_reconciler_reconcile`); otherwise an
 # `event-handler`. A Rust plugin's world comes from its SDK macro. Test
-# fixtures of the frozen 0.1 package carry `wasm-informer-wit: v0.1` the same
-# way and are built against wit/v0.1, without the SDK.
+# fixtures of a frozen package carry `wasm-informer-wit: v0.1` (or `v0.2.0`)
+# the same way and are built against wit/v0.1 (wit/v0.2.0), without the SDK;
+# a Rust one names that directory in its own `generate!` (echo-v01, echo-v02).
 #
 # Incremental: a plugin whose output is newer than its sources (its folder, its
 # language's SDK and wit/) is skipped; -f rebuilds anyway. NAME... limits the
@@ -35,7 +36,7 @@ ONLY=()
 for a in "$@"; do
     case "$a" in
         -f|--force) FORCE=1 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         -*) echo "build-plugins: unknown option $a" >&2; exit 2 ;;
         *) ONLY+=("$a") ;;
     esac
@@ -101,8 +102,10 @@ build_rust() {
     checkout="${checkout%/}"
     checkout="${checkout//[\/:\\]/_}"
     local tdir="${WASM_INFORMER_GUEST_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/guests/$checkout}"
+    # `|| die`: this runs as an `if` condition, where `set -e` does not stop
+    # a failed build from copying an earlier component.
     (cd "$ROOT" && env -u CARGO_TARGET_DIR cargo build --profile guest --target wasm32-wasip2 \
-        --target-dir "$tdir" -p "$crate" -j 2 --quiet)
+        --target-dir "$tdir" -p "$crate" -j 2 --quiet) || die "$name: cargo build failed"
     local built="$tdir/wasm32-wasip2/guest/${crate//-/_}.wasm"
     [ -f "$built" ] || die "$name: cargo built no $built (is the crate a cdylib?)"
     cp "$built" "$out"

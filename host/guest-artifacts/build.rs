@@ -24,6 +24,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("sandbox-probe", "SANDBOX_PROBE"),
     ("echo", "ECHO"),
     ("echo-v01", "ECHO_V01"),
+    ("echo-v02", "ECHO_V02"),
     ("api-probe", "API_PROBE"),
     ("noop-controller", "NOOP_CONTROLLER"),
     ("reconcile-probe", "RECONCILE_PROBE"),

@@ -156,6 +156,8 @@ class Reconciler(wi.Controller):
             },
             "spec": {"selector": sel, "ports": ports},
         }
-        wi.kube.patch(SERVICES, request.namespace, request.name, wi.Patch.apply(apply), force=True)
+        # Creates the Service when there is none (an apply that may create: the
+        # grant has `create` as well as `patch`), and takes over its fields.
+        wi.kube.apply(SERVICES, request.namespace, request.name, apply, force=True)
         wi.info(f"applied Service {request.key} with {len(ports)} port(s)")
         return None

@@ -431,6 +431,20 @@ bool wi_kube_patch(const char *resource, const char *ns, const char *name, wi_pa
     return one(ok, "patch", resource, ns, name, ret, &e, out, err);
 }
 
+bool wi_kube_apply(const char *resource, const char *ns, const char *name, const char *intent,
+                   const wi_apply_options_t *opts, wi_object_t *out, wi_error_t *err) {
+    plugin_string_t r = view(resource), n = view(ns), m = view(name), b = view(intent);
+    wasm_informer_plugin_kube_apply_options_t o = {0};
+    if (opts) {
+        o.force = opts->force;
+        o.must_exist = opts->must_exist;
+    }
+    wi_object_t ret = 0;
+    wasm_informer_plugin_types_api_error_t e;
+    bool ok = wasm_informer_plugin_kube_apply(&r, ns ? &n : NULL, &m, &b, &o, &ret, &e);
+    return one(ok, "apply", resource, ns, name, ret, &e, out, err);
+}
+
 bool wi_kube_delete(const char *resource, const char *ns, const char *name, const wi_delete_options_t *opts,
                     bool *present, wi_object_t *out, wi_error_t *err) {
     plugin_string_t r = view(resource), n = view(ns), m = view(name);

@@ -1,6 +1,6 @@
 /*
  * wasm-informer plugin SDK for C: helpers over the bindings that
- * `wit-bindgen c` generates for WIT `wasm-informer:plugin@0.2.0` (either
+ * `wit-bindgen c` generates for WIT `wasm-informer:plugin@0.2.1` (either
  * world), so that a plugin deals in NUL-terminated C strings, JSON text and
  * one error type.
  *
@@ -157,15 +157,36 @@ typedef struct {
     wi_propagation_t propagation;
 } wi_delete_options_t;
 
+/* Options of a server-side apply; zero-initialise: `wi_apply_options_t o = {0};`. */
+typedef struct {
+    /* Take over fields another manager owns instead of failing with WI_ERR_CONFLICT. */
+    bool force;
+    /*
+     * Never create the object: when the host's cache does not hold it, the answer is
+     * WI_ERR_NOT_FOUND and nothing is sent. Needs only `patch` in the grant (an apply that
+     * may create needs `create` too). Use it for writes made from an event: the object may
+     * be gone by the time the event is handled.
+     */
+    bool must_exist;
+} wi_apply_options_t;
+
 /* Bodies are JSON text. `out` (the server's answer) may be NULL. */
 bool wi_kube_get(const char *resource, const char *ns, const char *name, wi_object_t *out, wi_error_t *err);
 bool wi_kube_create(const char *resource, const char *ns, const char *body, wi_object_t *out, wi_error_t *err);
 /* The body's metadata.resourceVersion is the precondition: a stale one is WI_ERR_CONFLICT. */
 bool wi_kube_replace(const char *resource, const char *ns, const char *name, const char *body, wi_object_t *out,
                      wi_error_t *err);
-/* `force` applies to WI_PATCH_APPLY only: take over fields another manager owns. */
+/* `force` applies to WI_PATCH_APPLY only: take over fields another manager owns. An apply sent
+ * this way may create the object (the grant needs `create` too); wi_kube_apply can forbid that. */
 bool wi_kube_patch(const char *resource, const char *ns, const char *name, wi_patch_t type, const char *body,
                    bool force, wi_object_t *out, wi_error_t *err);
+/*
+ * Server-side apply of `intent`, the fully specified object (apiVersion, kind, metadata.name and
+ * the fields this plugin owns), as field manager `wasm-informer/PLUGIN` (verb `patch`, and
+ * `create` too unless `opts->must_exist`). `opts` may be NULL: no force, and it may create.
+ */
+bool wi_kube_apply(const char *resource, const char *ns, const char *name, const char *intent,
+                   const wi_apply_options_t *opts, wi_object_t *out, wi_error_t *err);
 /* `opts` may be NULL. *present (may be NULL) tells whether the server answered with the object
  * (finalizers or foreground deletion hold it); then *out (may be NULL) is it. */
 bool wi_kube_delete(const char *resource, const char *ns, const char *name, const wi_delete_options_t *opts,

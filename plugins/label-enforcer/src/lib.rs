@@ -1,6 +1,7 @@
 //! Example plugin that writes: gives every pod that lacks it a label (default
 //! `team`) whose value comes from an annotation of the pod's namespace (by
-//! default the same key), by server-side apply as field manager
+//! default the same key), by server-side apply with must-exist (a pod deleted
+//! since the event is never re-created) as field manager
 //! `wasm-informer/label-enforcer`.
 //!
 //! Level-triggered: on every add, update and resync of a pod it compares the
@@ -15,7 +16,7 @@
 
 use serde::Deserialize;
 use serde_json::json;
-use wasm_informer_sdk::kube::{self, Patch};
+use wasm_informer_sdk::kube::{self, ApplyParams};
 use wasm_informer_sdk::{cache, export_plugin, info, warn, Config, Event, Handler, Result};
 
 #[derive(Deserialize)]
@@ -69,7 +70,14 @@ impl Enforcer {
                 "labels": { self.settings.label.as_str(): want },
             },
         });
-        match kube::patch("v1/pods", Some(&ns), &name, &Patch::Apply(intent), true) {
+        // The pod may be gone since the event: must-exist never re-creates it.
+        match kube::apply(
+            "v1/pods",
+            Some(&ns),
+            &name,
+            &intent,
+            ApplyParams::existing(),
+        ) {
             Ok(_) => {
                 let dry = if kube::dry_run() { " (dry run)" } else { "" };
                 info!("labelled {ns}/{name} {}={want}{dry}", self.settings.label);

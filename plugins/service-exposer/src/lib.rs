@@ -24,7 +24,7 @@
 //! stale cache gives a conflict and a retry, never a wrong Service.
 
 use serde_json::{json, Map, Value};
-use wasm_informer_sdk::kube::{self, DeleteParams, Patch};
+use wasm_informer_sdk::kube::{self, ApplyParams, DeleteParams};
 use wasm_informer_sdk::{
     cache, export_controller, info, Action, Config, Object, ReconcileError, Reconciler, Request,
     Result,
@@ -201,7 +201,14 @@ impl Reconciler for Exposer {
             },
             "spec": {"selector": sel, "ports": ports},
         });
-        kube::patch(SERVICES, ns, &request.name, &Patch::Apply(apply), true)?;
+        // Creates the Service when there is none (an apply that may create:
+        // the grant has `create` as well as `patch`), and takes over the
+        // fields it applies.
+        let params = ApplyParams {
+            force: true,
+            must_exist: false,
+        };
+        kube::apply(SERVICES, ns, &request.name, &apply, params)?;
         info!(
             "applied Service {} with {} port(s)",
             request.key,

@@ -5,8 +5,10 @@
  * cached in the pod's namespace, and it gives a pod that lacks the label
  * `[config] label` (default `team`) that label, with the value
  * `[config] value` (default `unassigned`), by server-side apply, then records
- * a Normal Event `Labelled` about the pod. The manifest must grant
- * `[[write]] resource = "v1/pods" verbs = ["patch"]` and `events = true`.
+ * a Normal Event `Labelled` about the pod. The apply must find the pod (a pod
+ * deleted while its event waited is never re-created), so the manifest needs
+ * to grant only `[[write]] resource = "v1/pods" verbs = ["patch"]`, and
+ * `events = true`.
  *
  * Build: scripts/build-plugins.sh (wit-bindgen, then clang with the SDK in sdk/c).
  */
@@ -34,7 +36,8 @@ bool exports_wasm_informer_plugin_handler_init(plugin_string_t *config, plugin_s
     return true;
 }
 
-/* Gives `pod` the label by server-side apply and records the Event. */
+/* Gives `pod` the label by server-side apply and records the Event; a pod gone since the event is
+ * left alone. */
 static bool label_pod(wi_object_t pod, const char *ns, const char *name, const char *key, plugin_string_t *err) {
     wi_buf_t intent = {0};
     wi_buf_puts(&intent, "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":");
@@ -47,8 +50,15 @@ static bool label_pod(wi_object_t pod, const char *ns, const char *name, const c
     wi_buf_json_string(&intent, value);
     wi_buf_puts(&intent, "}}}");
     wi_error_t e = {0};
-    bool ok = wi_kube_patch("v1/pods", ns, name, WI_PATCH_APPLY, wi_buf_str(&intent), false, NULL, &e);
+    /* The pod may be gone since the event: must_exist never re-creates it. */
+    wi_apply_options_t opts = {.must_exist = true};
+    bool ok = wi_kube_apply("v1/pods", ns, name, wi_buf_str(&intent), &opts, NULL, &e);
     wi_buf_free(&intent);
+    if (!ok && e.kind == WI_ERR_NOT_FOUND) {
+        wi_info("gone %s", key);
+        wi_error_free(&e);
+        return true;
+    }
     if (ok) {
         char *note = wi_sprintf("set %s=%s", label, value);
         ok = wi_event_normal(pod, "Labelled", "Label", note, &e);

@@ -1,7 +1,8 @@
 // wasm-informer plugin SDK for JavaScript, over the WIT imports of
-// `wasm-informer:plugin@0.2.0`: objects read by reference with lazy,
+// `wasm-informer:plugin@0.2.1`: objects read by reference with lazy,
 // memoised getters; event dispatch (`onAdd`/`onUpdate`/`onDelete`/`onSync`);
-// cache queries; writes to the cluster (`kube`); Kubernetes Events (`events`);
+// cache queries; writes to the cluster (`kube`, with server-side `apply`
+// that may be told never to create); Kubernetes Events (`events`);
 // and the `controller` world's reconciler.
 //
 // Invariants:
@@ -19,11 +20,11 @@
 //
 // The plugin source imports this file by relative path; componentize-js
 // bundles it into the component (see sdk/js/build.mjs).
-import * as witObjects from 'wasm-informer:plugin/objects@0.2.0';
-import * as witCache from 'wasm-informer:plugin/cache@0.2.0';
-import * as witKube from 'wasm-informer:plugin/kube@0.2.0';
-import { publish as witPublish } from 'wasm-informer:plugin/events@0.2.0';
-import { log as witLog } from 'wasm-informer:plugin/log@0.2.0';
+import * as witObjects from 'wasm-informer:plugin/objects@0.2.1';
+import * as witCache from 'wasm-informer:plugin/cache@0.2.1';
+import * as witKube from 'wasm-informer:plugin/kube@0.2.1';
+import { publish as witPublish } from 'wasm-informer:plugin/events@0.2.1';
+import { log as witLog } from 'wasm-informer:plugin/log@0.2.1';
 
 // ---- logging ----------------------------------------------------------------
 
@@ -401,6 +402,8 @@ export const Patch = {
   /**
    * Server-side apply: the fully specified intent (with `apiVersion`, `kind`
    * and `metadata.name`), owned by the field manager `wasm-informer/PLUGIN`.
+   * Sent with `kube.patch` it may create the object (the grant needs
+   * `create` as well as `patch`); `kube.apply` can forbid that (`mustExist`).
    */
   apply: (body) => Object.freeze({ type: 'apply', body }),
 };
@@ -464,6 +467,25 @@ export const kube = {
     return wrap(
       apiCall(`patch ${where(resource, ns, name)}`, () =>
         witKube.patch(resource, ns, name, type, body, Boolean(force)),
+      ),
+    );
+  },
+  /**
+   * Server-side apply of `intent`, the fully specified object (`apiVersion`,
+   * `kind`, `metadata.name` and the fields this plugin owns; an object or
+   * JSON text), as field manager `wasm-informer/PLUGIN` (verb `patch`, and
+   * `create` too unless `mustExist`). `force` takes over fields another
+   * manager owns instead of throwing `conflict`. `mustExist` never creates
+   * the object: when the host's cache does not hold it, this throws
+   * `ApiError` `not-found` and nothing is sent. Use it for writes made from
+   * an event: the object may be gone by the time the event is handled.
+   */
+  apply(resource, namespace, name, intent, { force = false, mustExist = false } = {}) {
+    const ns = namespace ?? undefined;
+    const options = { force: Boolean(force), mustExist: Boolean(mustExist) };
+    return wrap(
+      apiCall(`apply ${where(resource, ns, name)}`, () =>
+        witKube.apply(resource, ns, name, text(intent), options),
       ),
     );
   },

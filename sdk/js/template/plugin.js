@@ -4,11 +4,13 @@
 // cached in the pod's namespace, and it gives a pod that lacks the label
 // `[config] label` (default `team`) that label, with the value
 // `[config] value` (default `unassigned`), by server-side apply, then records a
-// Normal Event `Labelled` about the pod. The manifest must grant
-// `[[write]] resource = "v1/pods" verbs = ["patch"]` and `events = true`.
+// Normal Event `Labelled` about the pod. The apply must find the pod (a pod
+// deleted while its event waited is never re-created), so the manifest needs
+// to grant only `[[write]] resource = "v1/pods" verbs = ["patch"]`, and
+// `events = true`.
 //
 // Build:  scripts/build-plugins.sh   (or: node sdk/js/build.mjs sdk/js/template/plugin.js out.wasm)
-import { definePlugin, cache, kube, events, Patch, info } from '../src/informer.js';
+import { definePlugin, cache, kube, events, isNotFound, info } from '../src/informer.js';
 
 const settings = { label: 'team', value: 'unassigned' };
 
@@ -33,7 +35,14 @@ function check(event) {
     kind: 'Pod',
     metadata: { name: pod.name, namespace: ns, labels: { [label]: value } },
   };
-  kube.patch('v1/pods', ns, pod.name, Patch.apply(intent));
+  try {
+    // The pod may be gone since the event: mustExist never re-creates it.
+    kube.apply('v1/pods', ns, pod.name, intent, { mustExist: true });
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+    info(`gone ${event.key}`);
+    return;
+  }
   events.normal(pod, 'Labelled', 'Label', `set ${label}=${value}`);
   info(`labelled ${event.key} ${label}=${value}`);
 }

@@ -1,5 +1,5 @@
 // Declarations for the wasm-informer JavaScript plugin SDK (src/informer.js),
-// WIT `wasm-informer:plugin@0.2.0`, both worlds. The WIT declarations it
+// WIT `wasm-informer:plugin@0.2.1`, both worlds. The WIT declarations it
 // builds on are generated into ./wit by gen-types.mjs.
 /// <reference path="./wit/event-handler.d.ts" />
 /// <reference path="./wit/controller.d.ts" />
@@ -9,14 +9,14 @@ import type {
   ObjectReference,
   OwnerReference,
   Cause,
-} from 'wasm-informer:plugin/types@0.2.0';
-import type { Level } from 'wasm-informer:plugin/log@0.2.0';
-import type { PatchType, Propagation } from 'wasm-informer:plugin/kube@0.2.0';
-import type { EventType } from 'wasm-informer:plugin/events@0.2.0';
+} from 'wasm-informer:plugin/types@0.2.1';
+import type { Level } from 'wasm-informer:plugin/log@0.2.1';
+import type { PatchType, Propagation } from 'wasm-informer:plugin/kube@0.2.1';
+import type { EventType } from 'wasm-informer:plugin/events@0.2.1';
 import type {
   Request as WitRequest,
   Action as WitAction,
-} from 'wasm-informer:plugin/reconciler@0.2.0';
+} from 'wasm-informer:plugin/reconciler@0.2.1';
 
 export type { EventKind, ObjectReference, OwnerReference, Cause, Level, PatchType, Propagation, EventType };
 
@@ -151,6 +151,19 @@ export interface DeleteOptions {
   propagation?: Propagation | null;
 }
 
+/** Options of `kube.apply`. */
+export interface ApplyOptions {
+  /** Take over fields another manager owns instead of throwing `conflict`. */
+  force?: boolean;
+  /**
+   * Never create the object: when the host's cache does not hold it, throw
+   * `ApiError` `not-found` and send nothing. Needs only `patch` in the grant
+   * (an apply that may create needs `create` too). Use it for writes made
+   * from an event: the object may be gone by the time the event is handled.
+   */
+  mustExist?: boolean;
+}
+
 type Namespace = string | null | undefined;
 
 /** The Kubernetes API, as the manifest's `[[write]]` grants allow. Throws `ApiError`. */
@@ -159,6 +172,11 @@ export const kube: {
   create(resource: string, namespace: Namespace, body: unknown): KubeObject;
   replace(resource: string, namespace: Namespace, name: string, body: unknown): KubeObject;
   patch(resource: string, namespace: Namespace, name: string, patch: Patch, opts?: { force?: boolean }): KubeObject;
+  /**
+   * Server-side apply of the fully specified `intent` as `wasm-informer/PLUGIN`
+   * (verb `patch`, and `create` too unless `mustExist`).
+   */
+  apply(resource: string, namespace: Namespace, name: string, intent: unknown, opts?: ApplyOptions): KubeObject;
   delete(resource: string, namespace: Namespace, name: string, opts?: DeleteOptions): KubeObject | undefined;
   getStatus(resource: string, namespace: Namespace, name: string): KubeObject;
   replaceStatus(resource: string, namespace: Namespace, name: string, body: unknown): KubeObject;

@@ -4,8 +4,10 @@ For every pod it is told about, it logs one line with the number of pods
 cached in the pod's namespace, and it gives a pod that lacks the label
 ``[config] label`` (default ``team``) that label, with the value
 ``[config] value`` (default ``unassigned``), by server-side apply, then
-records a Normal Event ``Labelled`` about the pod. The manifest must grant
-``[[write]] resource = "v1/pods" verbs = ["patch"]`` and ``events = true``.
+records a Normal Event ``Labelled`` about the pod. The apply must find the pod
+(a pod deleted while its event waited is never re-created), so the manifest
+needs to grant only ``[[write]] resource = "v1/pods" verbs = ["patch"]``, and
+``events = true``.
 
 Build: scripts/build-plugins.sh
 """
@@ -41,7 +43,14 @@ def check(kind: str, event: wi.Event) -> None:
         "kind": "Pod",
         "metadata": {"name": pod.name, "namespace": ns, "labels": {label: value}},
     }
-    wi.kube.patch("v1/pods", ns, pod.name, wi.Patch.apply(intent))
+    try:
+        # The pod may be gone since the event: must_exist never re-creates it.
+        wi.kube.apply("v1/pods", ns, pod.name, intent, must_exist=True)
+    except wi.ApiError as e:
+        if not e.not_found:
+            raise
+        wi.info(f"gone {event.key}")
+        return
     wi.events.normal(pod, "Labelled", "Label", f"set {label}={value}")
     wi.info(f"labelled {event.key} {label}={value}")
 

@@ -1,5 +1,5 @@
 """wasm-informer plugin SDK for Python, over the WIT imports of
-``wasm-informer:plugin@0.2.0``, for both worlds:
+``wasm-informer:plugin@0.2.1``, for both worlds:
 
 - ``event-handler``: ``class Handler(wi.Plugin)`` with ``configure`` and
   ``on_add`` / ``on_update`` / ``on_delete`` / ``on_sync`` (or ``handle``);
@@ -9,7 +9,8 @@
 Objects are :class:`KubeObject` wrappers over object references: each property
 copies one field into the plugin the first time it is read. ``wi.cache``
 queries the shared cache, ``wi.kube`` writes to the cluster (as the manifest's
-``[[write]]`` grants allow), ``wi.events`` records Kubernetes Events.
+``[[write]]`` grants allow; ``wi.kube.apply(..., must_exist=True)`` is the
+server-side apply that never creates), ``wi.events`` records Kubernetes Events.
 
 Invariants:
 - a plugin built on :class:`Plugin` or :class:`Controller` never traps on an

@@ -84,7 +84,9 @@ class Patch:
     @classmethod
     def apply(cls, body: Any) -> "Patch":
         """Server-side apply of the fully specified intent (with ``apiVersion``,
-        ``kind`` and ``metadata.name``)."""
+        ``kind`` and ``metadata.name``). Sent with :func:`patch` it may create
+        the object (the grant needs ``create`` as well as ``patch``);
+        :func:`apply` can forbid that (``must_exist``)."""
         return cls(PatchType.APPLY, body)
 
 
@@ -128,6 +130,21 @@ def patch(resource: str, namespace: Optional[str], name: str, patch: Patch,
     :meth:`Patch.apply` only: it takes over fields another manager owns."""
     return _one(f"patch {_where(resource, namespace, name)}", _kube.patch,
                 resource, namespace, name, _PATCH[PatchType(patch.type)], _text(patch.body), force)
+
+
+def apply(resource: str, namespace: Optional[str], name: str, intent: Any, *,
+          force: bool = False, must_exist: bool = False) -> KubeObject:
+    """Server-side apply of ``intent``, the fully specified object
+    (``apiVersion``, ``kind``, ``metadata.name`` and the fields this plugin
+    owns), as field manager ``wasm-informer/PLUGIN`` (verb ``patch``, and
+    ``create`` too unless ``must_exist``). ``force`` takes over fields another
+    manager owns instead of raising ``conflict``. ``must_exist`` never creates
+    the object: when the host's cache does not hold it, this raises
+    ``not-found`` and nothing is sent. Use it for writes made from an event:
+    the object may be gone by the time the event is handled."""
+    options = _kube.ApplyOptions(force=bool(force), must_exist=bool(must_exist))
+    return _one(f"apply {_where(resource, namespace, name)}", _kube.apply,
+                resource, namespace, name, _text(intent), options)
 
 
 def delete(resource: str, namespace: Optional[str], name: str, *,

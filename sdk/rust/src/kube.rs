@@ -113,6 +113,55 @@ pub fn patch<T: Serialize>(
     owned(raw::patch(resource, namespace, name, kind, &body, force))
 }
 
+/// How a server-side [`apply`] may act.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApplyParams {
+    /// Take over fields another manager owns instead of failing with
+    /// `conflict`.
+    pub force: bool,
+    /// Never create the object: when the host's cache does not hold it, the
+    /// answer is [`crate::ApiError::NotFound`] and nothing is sent. Needs
+    /// only `patch` in the grant (an apply that may create needs `create`
+    /// too). Use it for writes made from an event: the object may be gone by
+    /// the time the event is handled.
+    pub must_exist: bool,
+}
+
+impl ApplyParams {
+    /// Apply to an object that exists, taking over the fields applied:
+    /// `force` and `must_exist`.
+    pub fn existing() -> Self {
+        Self {
+            force: true,
+            must_exist: true,
+        }
+    }
+}
+
+/// Server-side apply of `intent`, the fully specified object (`apiVersion`,
+/// `kind`, `metadata.name` and the fields this plugin owns), as field manager
+/// `wasm-informer/PLUGIN` (verb `patch`, and `create` unless
+/// [`ApplyParams::must_exist`]). WIT 0.2.1.
+pub fn apply<T: Serialize>(
+    resource: &str,
+    namespace: Option<&str>,
+    name: &str,
+    intent: &T,
+    params: ApplyParams,
+) -> Result<Object> {
+    let options = raw::ApplyOptions {
+        force: params.force,
+        must_exist: params.must_exist,
+    };
+    owned(raw::apply(
+        resource,
+        namespace,
+        name,
+        &to_json(intent)?,
+        options,
+    ))
+}
+
 /// Deletes an object (verb `delete`). `Some` while finalizers or foreground
 /// deletion hold it, `None` when it is gone at once.
 pub fn delete(

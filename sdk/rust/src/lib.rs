@@ -1,7 +1,7 @@
 //! Write wasm-informer plugins in Rust: event handlers and controllers.
 //!
 //! A plugin is a WebAssembly component of the WIT package
-//! `wasm-informer:plugin@0.2.0`, world `event-handler` (one [`Handler`] type
+//! `wasm-informer:plugin@0.2.1`, world `event-handler` (one [`Handler`] type
 //! and [`export_plugin!`]) or `controller` (one [`Reconciler`] type and
 //! [`export_controller!`]). Build it as a `cdylib` for `wasm32-wasip2`:
 //! `cargo build --release --target wasm32-wasip2`; the output `.wasm` in
@@ -90,11 +90,11 @@ pub mod controller_bindings {
         export_macro_name: "__export_controller",
         default_bindings_module: "wasm_informer_sdk::controller_bindings",
         with: {
-            "wasm-informer:plugin/types@0.2.0": crate::bindings::wasm_informer::plugin::types,
-            "wasm-informer:plugin/cache@0.2.0": crate::bindings::wasm_informer::plugin::cache,
-            "wasm-informer:plugin/log@0.2.0": crate::bindings::wasm_informer::plugin::log,
-            "wasm-informer:plugin/kube@0.2.0": crate::bindings::wasm_informer::plugin::kube,
-            "wasm-informer:plugin/events@0.2.0": crate::bindings::wasm_informer::plugin::events,
+            "wasm-informer:plugin/types@0.2.1": crate::bindings::wasm_informer::plugin::types,
+            "wasm-informer:plugin/cache@0.2.1": crate::bindings::wasm_informer::plugin::cache,
+            "wasm-informer:plugin/log@0.2.1": crate::bindings::wasm_informer::plugin::log,
+            "wasm-informer:plugin/kube@0.2.1": crate::bindings::wasm_informer::plugin::kube,
+            "wasm-informer:plugin/events@0.2.1": crate::bindings::wasm_informer::plugin::events,
         },
     });
 }

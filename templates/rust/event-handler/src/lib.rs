@@ -3,7 +3,9 @@
 //! For every pod it is told about, it logs one line with the number of pods
 //! cached in the pod's namespace, and it gives a pod that lacks the label
 //! `[config] label` that label, with the value `[config] value`, by
-//! server-side apply, then records a `Normal` Event about the pod.
+//! server-side apply, then records a `Normal` Event about the pod. The apply
+//! must find the pod (a pod deleted while its event waited is never
+//! re-created), so the manifest grants only `patch` on pods.
 //!
 //! `wasm-informer test plugin.toml --objects fixtures/objects.yaml --events
 //! fixtures/events.yaml --expect fixtures/expected.json` runs it against the
@@ -11,7 +13,7 @@
 
 use serde::Deserialize;
 use serde_json::json;
-use wasm_informer_sdk::kube::{self, Patch};
+use wasm_informer_sdk::kube::{self, ApplyParams};
 use wasm_informer_sdk::{
     cache, events, export_plugin, info, Config, Event, EventKind, Handler, Result,
 };
@@ -73,7 +75,19 @@ impl Plugin {
                 "labels": { label.as_str(): value },
             },
         });
-        kube::patch("v1/pods", Some(&ns), &pod.name(), &Patch::Apply(intent), false)?;
+        // The pod may be gone since the event: must-exist never re-creates it.
+        let must_exist = ApplyParams {
+            must_exist: true,
+            ..ApplyParams::default()
+        };
+        match kube::apply("v1/pods", Some(&ns), &pod.name(), &intent, must_exist) {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {
+                info!("gone {}", event.key());
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
         events::normal(&pod, "Labelled", "Label", &format!("set {label}={value}"))?;
         info!("labelled {} {label}={value}", event.key());
         Ok(())

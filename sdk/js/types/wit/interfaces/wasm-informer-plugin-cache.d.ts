@@ -1,5 +1,5 @@
 /// <reference path="./wasm-informer-plugin-types.d.ts" />
-declare module 'wasm-informer:plugin/cache@0.2.0' {
+declare module 'wasm-informer:plugin/cache@0.2.1' {
   /**
    * One object by resource id and key (`namespace/name` or `name`).
    */
@@ -19,6 +19,6 @@ declare module 'wasm-informer:plugin/cache@0.2.0' {
    * Whether the informer for the resource has finished its first list.
    */
   export function hasSynced(resource: string): boolean;
-  export type ObjectRef = import('wasm-informer:plugin/types@0.2.0').ObjectRef;
-  export type CacheError = import('wasm-informer:plugin/types@0.2.0').CacheError;
+  export type ObjectRef = import('wasm-informer:plugin/types@0.2.1').ObjectRef;
+  export type CacheError = import('wasm-informer:plugin/types@0.2.1').CacheError;
 }

@@ -1,11 +1,11 @@
 /// <reference path="./wasm-informer-plugin-types.d.ts" />
-declare module 'wasm-informer:plugin/events@0.2.0' {
+declare module 'wasm-informer:plugin/events@0.2.1' {
   /**
    * Records an Event.
    */
   export function publish(event: Event): void;
-  export type ObjectReference = import('wasm-informer:plugin/types@0.2.0').ObjectReference;
-  export type ApiError = import('wasm-informer:plugin/types@0.2.0').ApiError;
+  export type ObjectReference = import('wasm-informer:plugin/types@0.2.1').ObjectReference;
+  export type ApiError = import('wasm-informer:plugin/types@0.2.1').ApiError;
   /**
    * # Variants
    * 

@@ -1,5 +1,5 @@
 /// <reference path="./wasm-informer-plugin-types.d.ts" />
-declare module 'wasm-informer:plugin/handler@0.2.0' {
+declare module 'wasm-informer:plugin/handler@0.2.1' {
   /**
    * Called once per instance, before any event, with the manifest's
    * `[config]` table as JSON (`{}` when there is none). An error stops the
@@ -11,5 +11,5 @@ declare module 'wasm-informer:plugin/handler@0.2.0' {
    * plugin carries on with the next event; a trap replaces the instance.
    */
   export function onEvent(event: EventInfo): void;
-  export type EventInfo = import('wasm-informer:plugin/types@0.2.0').EventInfo;
+  export type EventInfo = import('wasm-informer:plugin/types@0.2.1').EventInfo;
 }

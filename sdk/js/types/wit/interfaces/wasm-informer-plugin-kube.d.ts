@@ -1,5 +1,5 @@
 /// <reference path="./wasm-informer-plugin-types.d.ts" />
-declare module 'wasm-informer:plugin/kube@0.2.0' {
+declare module 'wasm-informer:plugin/kube@0.2.1' {
   /**
    * A live read from the API server, bypassing the cache (verb `get`).
    */
@@ -20,6 +20,12 @@ declare module 'wasm-informer:plugin/kube@0.2.0' {
    * `conflict`.
    */
   export function patch(resource: string, namespace: string | undefined, name: string, kind: PatchType, body: string, force: boolean): ObjectRef;
+  /**
+   * Server-side apply of `body`, the fully specified intent, owned by the
+   * field manager `wasm-informer/PLUGIN` (verb `patch`, and `create` too
+   * unless `must-exist`). Since 0.2.1.
+   */
+  export function apply(resource: string, namespace: string | undefined, name: string, body: string, options: ApplyOptions): ObjectRef;
   /**
    * Deletes the object (verb `delete`). The server answers with the object
    * while finalizers or foreground deletion hold it, and with none when it
@@ -44,8 +50,8 @@ declare module 'wasm-informer:plugin/kube@0.2.0' {
    * Whether this plugin's writes are dry runs.
    */
   export function dryRun(): boolean;
-  export type ObjectRef = import('wasm-informer:plugin/types@0.2.0').ObjectRef;
-  export type ApiError = import('wasm-informer:plugin/types@0.2.0').ApiError;
+  export type ObjectRef = import('wasm-informer:plugin/types@0.2.1').ObjectRef;
+  export type ApiError = import('wasm-informer:plugin/types@0.2.1').ApiError;
   /**
    * The form of a patch.
    * # Variants
@@ -80,6 +86,24 @@ declare module 'wasm-informer:plugin/kube@0.2.0' {
    * Dependents go first, then the object.
    */
   export type Propagation = 'orphan' | 'background' | 'foreground';
+  /**
+   * Options of `apply`.
+   */
+  export interface ApplyOptions {
+    /**
+     * Take over fields another manager owns instead of failing with
+     * `conflict`.
+     */
+    force: boolean,
+    /**
+     * Never create the object: when the host's cache does not hold it,
+     * the answer is `not-found` and nothing is sent. An apply that may
+     * create needs `create` in the grant as well as `patch`; one that
+     * must exist needs `patch` only. Use it for writes made from an
+     * event, which may be stale: the object may be gone by now.
+     */
+    mustExist: boolean,
+  }
   /**
    * Options of a delete.
    */

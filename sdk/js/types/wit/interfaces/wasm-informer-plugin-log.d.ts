@@ -1,4 +1,4 @@
-declare module 'wasm-informer:plugin/log@0.2.0' {
+declare module 'wasm-informer:plugin/log@0.2.1' {
   /**
    * Writes one message at the given level.
    */

@@ -1,5 +1,5 @@
 /// <reference path="./wasm-informer-plugin-types.d.ts" />
-declare module 'wasm-informer:plugin/objects@0.2.0' {
+declare module 'wasm-informer:plugin/objects@0.2.1' {
   /**
    * The resource id, for example `v1/pods` or `apps/v1/deployments`.
    */
@@ -49,7 +49,7 @@ declare module 'wasm-informer:plugin/objects@0.2.0' {
    * stripped); an object the API server answered with is as it answered.
    */
   export function json(obj: ObjectRef): string;
-  export type ObjectRef = import('wasm-informer:plugin/types@0.2.0').ObjectRef;
-  export type ObjectMeta = import('wasm-informer:plugin/types@0.2.0').ObjectMeta;
-  export type ObjectReference = import('wasm-informer:plugin/types@0.2.0').ObjectReference;
+  export type ObjectRef = import('wasm-informer:plugin/types@0.2.1').ObjectRef;
+  export type ObjectMeta = import('wasm-informer:plugin/types@0.2.1').ObjectMeta;
+  export type ObjectReference = import('wasm-informer:plugin/types@0.2.1').ObjectReference;
 }

@@ -1,4 +1,4 @@
-declare module 'wasm-informer:plugin/reconciler@0.2.0' {
+declare module 'wasm-informer:plugin/reconciler@0.2.1' {
   /**
    * As `handler.init`.
    */

@@ -1,4 +1,4 @@
-declare module 'wasm-informer:plugin/types@0.2.0' {
+declare module 'wasm-informer:plugin/types@0.2.1' {
   /**
    * What happened to an object.
    * # Variants

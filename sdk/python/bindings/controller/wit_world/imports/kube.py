@@ -41,6 +41,14 @@ class Propagation(Enum):
     FOREGROUND = 2
 
 @dataclass
+class ApplyOptions:
+    """
+    Options of `apply`.
+    """
+    force: bool
+    must_exist: bool
+
+@dataclass
 class DeleteOptions:
     """
     Options of a delete.
@@ -78,6 +86,15 @@ def patch(resource: str, namespace: Optional[str], name: str, kind: PatchType, b
     Patches the object (verb `patch`). `force` applies only to `apply`: it
     takes over fields another manager owns instead of failing with
     `conflict`.
+    
+    Raises: `componentize_py_types.Err(wit_world.imports.types.ApiError)`
+    """
+    raise NotImplementedError
+def apply(resource: str, namespace: Optional[str], name: str, body: str, options: ApplyOptions) -> int:
+    """
+    Server-side apply of `body`, the fully specified intent, owned by the
+    field manager `wasm-informer/PLUGIN` (verb `patch`, and `create` too
+    unless `must-exist`). Since 0.2.1.
     
     Raises: `componentize_py_types.Err(wit_world.imports.types.ApiError)`
     """
