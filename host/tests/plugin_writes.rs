@@ -4,167 +4,18 @@
 //! simulator holds (read back with kube-client) and its request log (what was
 //! actually sent), never the plugin's own report.
 
+mod probe_support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use apisim::{RunningSim, Sim, SimConfig};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, PostParams};
-use kube_informer::cache_view::{CacheError, CacheView};
 use kube_informer::handler::{Delivery, Handler};
-use kube_informer::notification::{EventKind, Notification};
-use kube_informer::object::{Object, ObjectRef, Transform};
-use serde_json::{json, Value};
-use wasm_informer::kube_api::KubeApi;
-use wasm_informer_runtime::capability::api::ClusterApi;
-use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, WriteGrant};
-use wasm_informer_runtime::{
-    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginRunner, PluginSpec,
-};
-
-/// No cache: these plugins only call the API.
-struct NoCache;
-
-impl CacheView for NoCache {
-    fn get(&self, r: &str, _: &str) -> Result<Option<ObjectRef>, CacheError> {
-        Err(CacheError::UnknownResource(r.into()))
-    }
-    fn list(
-        &self,
-        r: &str,
-        _: Option<&str>,
-        _: Option<&str>,
-    ) -> Result<Vec<ObjectRef>, CacheError> {
-        Err(CacheError::UnknownResource(r.into()))
-    }
-    fn by_index(&self, r: &str, _: &str, _: &str) -> Result<Vec<ObjectRef>, CacheError> {
-        Err(CacheError::UnknownResource(r.into()))
-    }
-    fn has_synced(&self, r: &str) -> Result<bool, CacheError> {
-        Err(CacheError::UnknownResource(r.into()))
-    }
-}
-
-struct World {
-    sim: RunningSim,
-    client: kube::Client,
-    engine: Arc<PluginEngine>,
-    api: Arc<dyn ClusterApi>,
-}
-
-async fn world() -> World {
-    let sim = Sim::new(SimConfig::default());
-    let sim = sim.start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let mut cfg = kube::Config::new(sim.url().parse().unwrap());
-    cfg.default_retry = false;
-    let client = kube::Client::try_from(cfg).unwrap();
-    for ns in ["team-a", "team-b"] {
-        sim.store().create_namespace(ns).unwrap();
-    }
-    let api: Arc<dyn ClusterApi> = KubeApi::new(client.clone(), tokio::runtime::Handle::current());
-    let engine = PluginEngine::new(EngineConfig {
-        cache_dir: Some(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasmtime-cache-tests"),
-        ),
-        ..EngineConfig::default()
-    })
-    .unwrap();
-    World {
-        sim,
-        client,
-        engine,
-        api,
-    }
-}
-
-fn grant(resource: &str, sub: Option<&str>, verbs: &[&str], ns: Option<&[&str]>) -> WriteGrant {
-    let verbs: Vec<String> = verbs.iter().map(|s| s.to_string()).collect();
-    let ns: Option<Vec<String>> = ns.map(|n| n.iter().map(|s| s.to_string()).collect());
-    WriteGrant::new(resource, sub, &verbs, ns.as_deref()).unwrap()
-}
-
-impl World {
-    /// A probe plugin running `ops` on every event, with `settings`.
-    async fn probe(&self, ops: Value, settings: KubeSettings) -> (PluginRunner, Grants) {
-        let mut spec = PluginSpec::new("probe");
-        spec.config_json = json!({ "ops": ops }).to_string();
-        spec.kube = settings.clone();
-        let plugin = LoadedPlugin::from_file(
-            &self.engine,
-            spec,
-            std::path::Path::new(plugin_artifacts::API_PROBE),
-        )
-        .unwrap();
-        let grants = Grants::new(settings);
-        let services = HostServices {
-            cache: Arc::new(NoCache),
-            api: Some(self.api.clone()),
-            grants: grants.clone(),
-            dry_run: false,
-            identity: "test-host".into(),
-        };
-        let runner = PluginRunner::start(self.engine.clone(), plugin, services)
-            .await
-            .unwrap();
-        (runner, grants)
-    }
-
-    async fn seed_pod(&self, ns: &str, name: &str) -> Pod {
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": { "name": name, "namespace": ns, "labels": { "app": "web" } },
-            "spec": { "containers": [{ "name": "c", "image": "img:1" }] },
-        }))
-        .unwrap();
-        Api::<Pod>::namespaced(self.client.clone(), ns)
-            .create(&PostParams::default(), &pod)
-            .await
-            .unwrap()
-    }
-
-    async fn pod(&self, ns: &str, name: &str) -> Option<Pod> {
-        Api::<Pod>::namespaced(self.client.clone(), ns)
-            .get_opt(name)
-            .await
-            .unwrap()
-    }
-
-    /// Writes the simulator received: every request but GET.
-    fn writes(&self) -> Vec<apisim::request_log::RequestRecord> {
-        self.sim
-            .request_log()
-            .entries()
-            .into_iter()
-            .filter(|r| r.method != "GET")
-            .collect()
-    }
-}
-
-/// One event about `pod`, to trigger the probe's ops; returns their outcomes.
-async fn trigger(runner: &mut PluginRunner, pod: &Pod) -> Vec<Value> {
-    let raw = serde_json::to_vec(pod).unwrap();
-    let object = Arc::new(Object::from_json(&raw, &Transform::default()).unwrap());
-    let n = Arc::new(Notification {
-        kind: EventKind::Added,
-        resource: "v1/pods".into(),
-        key: object.key().into(),
-        object,
-        old: None,
-        in_initial_list: false,
-        final_state_unknown: false,
-    });
-    match runner.handle(n).await {
-        Delivery::HandlerError(m) => serde_json::from_str(&m).unwrap(),
-        other => panic!("the probe answers with its outcomes, got {other:?}"),
-    }
-}
-
-fn label_patch(ns: &str, name: &str, value: &str) -> Value {
-    json!({
-        "call": "patch", "resource": "v1/pods", "namespace": ns, "name": name,
-        "patch": "merge", "body": { "metadata": { "labels": { "touched": value } } },
-    })
-}
+use kube_informer::object::{Object, Transform};
+use probe_support::*;
+use serde_json::json;
+use wasm_informer_runtime::capability::kube::KubeSettings;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undeclared_resource_verb_and_namespace_are_forbidden_and_write_nothing() {
@@ -319,7 +170,8 @@ async fn dry_run_persists_nothing_and_returns_the_object() {
     let pod = w.seed_pod("team-a", "web").await;
     let settings = KubeSettings {
         grants: vec![
-            grant("v1/pods", None, &["patch", "delete"], None),
+            // An apply may create, so it needs `create` as well as `patch`.
+            grant("v1/pods", None, &["patch", "delete", "create"], None),
             grant("v1/configmaps", None, &["create"], None),
         ],
         dry_run: true,
@@ -431,7 +283,7 @@ async fn events_are_written_as_events_k8s_io_and_repeats_join_the_series() {
     let event = json!({ "call": "event", "event": {
         "type": "warning", "reason": "MissingLabel", "action": "Audit", "note": "no team label" } });
     let allowed = KubeSettings {
-        events: true,
+        events: Some(pod_events()),
         ..KubeSettings::default()
     };
     let (mut r, _) = w.probe(json!([event.clone()]), allowed).await;
@@ -467,7 +319,7 @@ async fn events_are_written_as_events_k8s_io_and_repeats_join_the_series() {
     assert!(out[0]["message"]
         .as_str()
         .unwrap()
-        .contains("events = true"));
+        .contains("does not grant `events`"));
     assert!(w.writes().is_empty());
 }
 
@@ -553,18 +405,6 @@ async fn i1_a_plugin_blocked_on_a_hanging_api_server_stalls_no_neighbour() {
         beside as f64 >= 0.95 * alone as f64,
         "neighbour handled {beside} beside the hung writer, {alone} alone"
     );
-}
-
-/// Runs `ops` once, in a fresh probe with `settings`, on an event about `pod`.
-async fn run_ops(w: &World, ops: Value, settings: &KubeSettings, pod: &Pod) -> Vec<Value> {
-    let (mut r, _) = w.probe(ops, settings.clone()).await;
-    trigger(&mut r, pod).await
-}
-
-fn assert_ok(out: &[Value]) {
-    for o in out {
-        assert_eq!(o["ok"], true, "{o}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -707,4 +547,55 @@ async fn every_granted_verb_and_the_status_subresource_change_the_server() {
         ],
         "{writes:?}"
     );
+}
+
+/// A component built against the frozen WIT 0.2.0 (before `kube.apply`)
+/// loads into this host unchanged and writes through the 0.2.0 `kube.patch`:
+/// the server holds its label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_built_for_0_2_0_still_loads_and_writes() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        grants: vec![grant("v1/pods", None, &["patch"], None)],
+        ..KubeSettings::default()
+    };
+    let mut spec = wasm_informer_runtime::PluginSpec::new("echo-v02");
+    spec.config_json = json!({ "label": "era" }).to_string();
+    spec.kube = settings.clone();
+    let plugin = wasm_informer_runtime::LoadedPlugin::from_file(
+        &w.engine,
+        spec,
+        std::path::Path::new(plugin_artifacts::ECHO_V02),
+    )
+    .unwrap();
+    assert_eq!(
+        plugin.world(),
+        wasm_informer_runtime::World::EventHandlerV02
+    );
+    let mut runner =
+        wasm_informer_runtime::PluginRunner::start(w.engine.clone(), plugin, w.services(&settings))
+            .await
+            .unwrap();
+    let raw = serde_json::to_vec(&pod).unwrap();
+    let object = Arc::new(Object::from_json(&raw, &Transform::default()).unwrap());
+    let n = Arc::new(kube_informer::notification::Notification {
+        kind: kube_informer::notification::EventKind::Added,
+        resource: "v1/pods".into(),
+        key: object.key().into(),
+        object,
+        old: None,
+        in_initial_list: false,
+        final_state_unknown: false,
+    });
+    assert_eq!(runner.handle(n).await, Delivery::Ok);
+    let now = w.pod("team-a", "web").await.unwrap();
+    assert_eq!(now.metadata.labels.unwrap()["era"], "v02");
+    let patches: Vec<_> = w
+        .writes()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect();
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    assert_eq!(patches[0].path, "/api/v1/namespaces/team-a/pods/web");
 }

@@ -7,7 +7,11 @@
 //! replace-status|patch-status|event|dry-run", "resource", "namespace",
 //! "name", "body", "patch": "merge|json|strategic-merge|apply", "force",
 //! "delete": {"uid", "resource_version", "propagation"}, "event": {"type",
-//! "reason", "action", "note"}}`. An Event is about the event's object.
+//! "reason", "action", "note", "regarding": {"api_version", "kind",
+//! "namespace", "name", "uid"}}, "repeat": N}`. An Event is about the event's
+//! object unless `regarding` names another. Every string is passed to the host
+//! exactly as given, so a case can try what a hostile plugin would; `repeat`
+//! makes the same call N times and reports the outcome of each.
 //!
 //! Invariant: `on-event` always returns `err([<outcome>, ...])`, one outcome
 //! per op: `{"ok": true, "object": <json or null>}` or
@@ -17,7 +21,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_informer_sdk::events::{self, EventType};
 use wasm_informer_sdk::kube::{self, DeleteParams, Patch, Propagation};
-use wasm_informer_sdk::{export_plugin, ApiError, Config, Event, Handler, Object, Result};
+use wasm_informer_sdk::{
+    export_plugin, ApiError, Config, Event, Handler, Object, ObjectReference, Result,
+};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
@@ -35,6 +41,17 @@ struct Ev {
     reason: String,
     action: String,
     note: String,
+    regarding: Option<Regarding>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct Regarding {
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+    uid: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -55,6 +72,8 @@ struct Op {
     delete: Delete,
     #[serde(default)]
     event: Ev,
+    #[serde(default)]
+    repeat: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -135,8 +154,18 @@ impl Probe {
                 } else {
                     EventType::Normal
                 };
+                let regarding = match &op.event.regarding {
+                    Some(r) => ObjectReference {
+                        api_version: r.api_version.clone(),
+                        kind: r.kind.clone(),
+                        namespace: r.namespace.clone(),
+                        name: r.name.clone(),
+                        uid: r.uid.clone(),
+                    },
+                    None => event.object().reference(),
+                };
                 events::publish(
-                    &event.object().reference(),
+                    &regarding,
                     t,
                     &op.event.reason,
                     &op.event.action,
@@ -160,7 +189,13 @@ impl Handler for Probe {
     }
 
     fn on_add(&mut self, e: &Event) -> Result<()> {
-        let out: Vec<Value> = self.ops.iter().map(|op| self.run(op, e)).collect();
+        let mut out: Vec<Value> = Vec::new();
+        for op in &self.ops {
+            match op.repeat {
+                Some(n) => out.push(Value::Array((0..n).map(|_| self.run(op, e)).collect())),
+                None => out.push(self.run(op, e)),
+            }
+        }
         Err(Value::Array(out).to_string().into())
     }
 
