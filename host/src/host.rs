@@ -87,6 +87,8 @@ struct Slot {
     /// Counters of the plugin's earlier versions (hot reloads).
     carried: PluginReport,
     versions: u64,
+    /// The plugin name's API quota (shared with every version).
+    quota: Arc<Quota>,
 }
 
 /// What a plugin's new version takes over from the one it replaces.
@@ -144,12 +146,23 @@ impl Slot {
             resources: self.manifest.resource_ids(),
             manifest: self.manifest.file.display().to_string(),
             last_error: st.last_error.or_else(|| c.last_error.clone()),
-            api: c.api.plus(&ApiReport {
-                requests: st.api.requests,
-                denied: st.api.denied,
-                dry_run: st.api.dry_run,
-                by_verb: st.api.by_verb.clone(),
-            }),
+            api: {
+                let mut api = c.api.plus(&ApiReport {
+                    requests: st.api.requests,
+                    denied: st.api.denied,
+                    dry_run: st.api.dry_run,
+                    answers_refused: st.api.answers_refused,
+                    by_verb: st.api.by_verb.clone(),
+                    ..Default::default()
+                });
+                // The quota is the name's, across versions already.
+                let q = self.quota.stats();
+                api.throttled = q.throttled;
+                api.token_wait_ms = q.waited.as_millis() as u64;
+                api.refusals_unlogged = q.refused.saturating_sub(q.audited);
+                api.write_qps = self.quota.rate().0;
+                api
+            },
             ..Default::default()
         };
         r.delivered.added = c.delivered.added + st.delivered.added;
@@ -840,6 +853,7 @@ impl Host {
             latency,
             carried,
             versions,
+            quota: services.quota.clone(),
         })
     }
 

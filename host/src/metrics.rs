@@ -309,6 +309,34 @@ impl Collector for ReportCollector {
             MetricType::Counter,
             &per_plugin(&|p| p.api.dry_run as f64),
         )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_throttled",
+            "API calls (and refused calls) that waited for a token of the plugin's bucket (write_qps, write_burst).",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.throttled as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_token_wait_seconds",
+            "Time the plugin's calls spent waiting for tokens of its bucket.",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.token_wait_ms as f64 / 1e3),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_refusals_unlogged",
+            "Refused calls not audited line by line (the refusal-line limit of 1 a second, burst 10).",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.refusals_unlogged as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_plugin_api_answers_refused",
+            "API answers refused because they would take the plugin past its memory_mb.",
+            MetricType::Counter,
+            &per_plugin(&|p| p.api.answers_refused as f64),
+        )?;
         let mut states = Vec::new();
         for (n, p) in &plugins {
             for s in PLUGIN_STATES {

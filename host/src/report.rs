@@ -107,14 +107,25 @@ pub struct PluginReport {
 }
 
 /// One plugin's API calls, all versions of it together.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ApiReport {
     /// Requests sent to the API server.
     pub requests: u64,
-    /// Calls refused by the plugin's grants (nothing was sent).
+    /// Calls refused before sending: malformed, or not granted.
     pub denied: u64,
     /// Requests sent as dry runs.
     pub dry_run: u64,
+    /// Answers refused because they would take the plugin past `memory_mb`.
+    pub answers_refused: u64,
+    /// Calls (and refusals) that waited for a token of the plugin's bucket.
+    pub throttled: u64,
+    /// Time spent waiting for tokens, in total.
+    pub token_wait_ms: u64,
+    /// Refused calls not audited line by line (the refusal-line limit).
+    pub refusals_unlogged: u64,
+    /// The bucket's sustained rate now (`write_qps`; 0: no limit).
+    pub write_qps: f64,
     /// Requests by verb, then by outcome: the HTTP status code, or
     /// `timeout`, `unavailable`, `rate-limited` when no answer came.
     pub by_verb: BTreeMap<String, BTreeMap<String, u64>>,
@@ -134,7 +145,13 @@ impl ApiReport {
             requests: self.requests + other.requests,
             denied: self.denied + other.denied,
             dry_run: self.dry_run + other.dry_run,
+            answers_refused: self.answers_refused + other.answers_refused,
             by_verb,
+            // The quota's counters belong to the name: the later one holds them all.
+            throttled: self.throttled.max(other.throttled),
+            token_wait_ms: self.token_wait_ms.max(other.token_wait_ms),
+            refusals_unlogged: self.refusals_unlogged.max(other.refusals_unlogged),
+            write_qps: other.write_qps,
         }
     }
 }
