@@ -165,6 +165,14 @@ fn cases() -> Vec<Case> {
             reached: Reached::Nothing,
         },
         Case {
+            name: "a resource the server does not serve",
+            grants: cm_patch_anywhere(),
+            op: patch_op("v1/configmapz", Some("team-a"), "cfg"),
+            error: "invalid",
+            rule: "does not serve it",
+            reached: Reached::Nothing,
+        },
+        Case {
             name: "a resource id with a path in it",
             grants: cm_patch_anywhere(),
             op: patch_op("v1/configmaps/../pods", Some("team-a"), "web"),
@@ -220,7 +228,14 @@ async fn every_escape_attempt_is_refused_and_nothing_reaches_the_server() {
         assert!(message.contains(case.rule), "{}: {message}", case.name);
         match case.reached {
             Reached::Nothing => {
-                let seen = w.sim.request_log().entries();
+                // Discovery (the host resolving a resource) is not the plugin's request.
+                let seen: Vec<_> = w
+                    .sim
+                    .request_log()
+                    .entries()
+                    .into_iter()
+                    .filter(|r| r.target.resource.is_some())
+                    .collect();
                 assert!(seen.is_empty(), "{}: the server saw {seen:?}", case.name);
             }
         }
@@ -817,4 +832,59 @@ async fn reqwest_free_client(w: &World) -> kube::Client {
     kube_informer::reflector::client_from_kubeconfig_yaml(&w.sim.kubeconfig_yaml_for("host-token"))
         .await
         .unwrap()
+}
+
+/// Answers are bounded twice: one answer by `max_answer_bytes` (the host
+/// reads no further), and the answers one call holds by the plugin's
+/// `memory_mb` together with its linear memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_bounded_by_max_answer_bytes_and_count_against_memory_mb() {
+    let w = seeded().await;
+    let web = w.pod("team-a", "web").await.unwrap();
+    let big: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "big" },
+        "data": { "k": "v".repeat(400 << 10) }
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(w.client.clone(), "team-a")
+        .create(&PostParams::default(), &big)
+        .await
+        .unwrap();
+    let get = json!({ "call": "get", "resource": "v1/configmaps", "namespace": "team-a", "name": "big" });
+    let grants = vec![grant("v1/configmaps", None, &["get"], None)];
+    // One answer larger than max_answer_bytes.
+    let small = KubeSettings {
+        grants: grants.clone(),
+        max_answer_bytes: 64 << 10,
+        write_qps: 0.0,
+        ..KubeSettings::default()
+    };
+    let (mut r, _) = w.probe(json!([get.clone()]), small).await;
+    let out = trigger(&mut r, &web).await;
+    assert_eq!(out[0]["error"], "unavailable", "{}", out[0]);
+    assert!(out[0]["message"].as_str().unwrap().contains("max_answer_bytes"), "{}", out[0]);
+    // Many answers in one call, against a small memory_mb.
+    let settings = KubeSettings {
+        grants,
+        write_qps: 0.0,
+        ..KubeSettings::default()
+    };
+    let mut op = get.clone();
+    op["repeat"] = 40.into();
+    op["unread"] = true.into();
+    let mut spec_limits = wasm_informer_runtime::PluginLimits::default();
+    spec_limits.memory_mb = 8;
+    let (mut r, _) = w.probe_limited(json!([op]), settings, spec_limits).await;
+    let out = trigger(&mut r, &web).await;
+    let outcomes = out[0].as_array().unwrap();
+    let ok = outcomes.iter().filter(|o| o["ok"] == true).count();
+    let refused: Vec<_> = outcomes.iter().filter(|o| o["ok"] == false).collect();
+    assert!(ok >= 1, "{outcomes:?}");
+    assert!(!refused.is_empty(), "40 answers of 400 KiB fit in 8 MiB?");
+    for o in &refused {
+        assert_eq!(o["error"], "unavailable", "{o}");
+        assert!(o["message"].as_str().unwrap().contains("memory_mb"), "{o}");
+    }
+    assert!(ok * (400 << 10) <= 8 << 20, "{ok} answers held");
+    assert_eq!(r.status().snapshot().api.answers_refused, refused.len() as u64);
 }

@@ -20,7 +20,8 @@ use wasm_informer::kube_api::KubeApi;
 use wasm_informer_runtime::capability::api::ClusterApi;
 use wasm_informer_runtime::capability::kube::{EventsGrant, Grants, KubeSettings, WriteGrant};
 use wasm_informer_runtime::{
-    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginRunner, PluginSpec,
+    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner,
+    PluginSpec,
 };
 
 /// No cache: these plugins only call the API.
@@ -130,6 +131,18 @@ impl World {
         self.probe_in(ops, settings, services).await
     }
 
+    /// A probe plugin running `ops` on every event, with `settings` and the
+    /// runtime limits `limits`.
+    pub async fn probe_limited(
+        &self,
+        ops: Value,
+        settings: KubeSettings,
+        limits: PluginLimits,
+    ) -> (PluginRunner, Grants) {
+        let services = self.services(&settings);
+        self.probe_spec(ops, settings, services, limits).await
+    }
+
     /// A probe plugin running `ops` on every event, with `settings`, under
     /// `services`.
     pub async fn probe_in(
@@ -138,9 +151,21 @@ impl World {
         settings: KubeSettings,
         services: HostServices,
     ) -> (PluginRunner, Grants) {
+        self.probe_spec(ops, settings, services, PluginLimits::default())
+            .await
+    }
+
+    async fn probe_spec(
+        &self,
+        ops: Value,
+        settings: KubeSettings,
+        services: HostServices,
+        limits: PluginLimits,
+    ) -> (PluginRunner, Grants) {
         let mut spec = PluginSpec::new("probe");
         spec.config_json = json!({ "ops": ops }).to_string();
         spec.kube = settings;
+        spec.limits = limits;
         let plugin = LoadedPlugin::from_file(
             &self.engine,
             spec,

@@ -11,7 +11,8 @@
 //! "namespace", "name", "uid"}}, "repeat": N}`. An Event is about the event's
 //! object unless `regarding` names another. Every string is passed to the host
 //! exactly as given, so a case can try what a hostile plugin would; `repeat`
-//! makes the same call N times and reports the outcome of each.
+//! makes the same call N times and reports the outcome of each; `unread` leaves
+//! the answer unread (nothing copied into the plugin's memory).
 //!
 //! Invariant: `on-event` always returns `err([<outcome>, ...])`, one outcome
 //! per op: `{"ok": true, "object": <json or null>}` or
@@ -74,6 +75,10 @@ struct Op {
     event: Ev,
     #[serde(default)]
     repeat: Option<u32>,
+    /// Report `{"ok": true}` without reading the answer's JSON (the answer
+    /// stays in the host; nothing is copied into this plugin's memory).
+    #[serde(default)]
+    unread: bool,
 }
 
 #[derive(Deserialize)]
@@ -98,8 +103,9 @@ fn error_case(e: &ApiError) -> (&'static str, String) {
     }
 }
 
-fn outcome(r: Result<Option<Object>>) -> Value {
+fn outcome(r: Result<Option<Object>>, unread: bool) -> Value {
     match r {
+        Ok(_) if unread => json!({ "ok": true }),
         Ok(o) => json!({
             "ok": true,
             "object": o.map(|o| serde_json::from_str::<Value>(&o.json()).unwrap_or(Value::Null)),
@@ -178,7 +184,7 @@ impl Probe {
                 return json!({ "ok": false, "error": "sdk", "message": format!("unknown call {other}") })
             }
         };
-        outcome(r)
+        outcome(r, op.unread)
     }
 }
 
