@@ -223,3 +223,55 @@ fn bad_fixtures_are_input_errors_naming_the_file() {
         "{stderr}"
     );
 }
+
+/// The simulator behind `test` validates as the API server does: a write a
+/// real cluster would refuse (a label value with a space, a Pod without
+/// containers) is reported per call as kubectl prints the server's error,
+/// and `test` fails unless `--allow-invalid`.
+#[test]
+fn test_fails_on_a_write_the_api_server_would_refuse_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let ops = json!([
+        {"call": "patch", "resource": "v1/pods", "namespace": "demo", "name": "a", "patch": "merge",
+         "body": {"metadata": {"labels": {"team": "platform team!"}}}},
+        {"call": "create", "resource": "v1/pods", "namespace": "demo",
+         "body": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "empty"}, "spec": {"containers": []}}},
+        {"call": "patch", "resource": "v1/pods", "namespace": "demo", "name": "a", "patch": "merge",
+         "body": {"metadata": {"labels": {"team": "platform"}}}},
+    ]);
+    let manifest = json!({
+        "name": "probe",
+        "wasm": plugin_artifacts::API_PROBE,
+        "resources": ["v1/pods"],
+        "write": [{"resource": "v1/pods", "verbs": ["patch", "create"]}],
+        "config": {"ops": ops},
+    });
+    let manifest: toml::Value = toml::Value::try_from(&manifest).unwrap();
+    write(d, "plugin.toml", &toml::to_string(&manifest).unwrap());
+    write(d, "objects.yaml", POD);
+    let (code, out, stderr) = test(d, &[]);
+    assert_eq!(code, 1, "{stderr}");
+    let writes = out["steps"][0]["writes"].as_array().unwrap();
+    assert_eq!(writes.len(), 3, "{out}");
+    assert_eq!(writes[0]["outcome"], "invalid");
+    assert_eq!(writes[0]["code"], 422);
+    let causes = writes[0]["error"]["causes"].as_array().unwrap();
+    assert_eq!(causes[0]["field"], "metadata.labels");
+    assert_eq!(writes[1]["outcome"], "invalid");
+    assert_eq!(writes[1]["error"]["causes"][0]["field"], "spec.containers");
+    assert_eq!(writes[2]["outcome"], "ok");
+    assert_eq!(out["summary"]["invalid"], 2, "{out}");
+    // As kubectl prints the server's refusal, one line per invalid write.
+    assert!(
+        stderr.contains("patch v1/pods demo/a: The Pod \"a\" is invalid: metadata.labels: Invalid value: \"platform team!\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("The Pod \"empty\" is invalid: spec.containers: Required value"),
+        "{stderr}"
+    );
+    let (code, out, _) = test(d, &["--allow-invalid"]);
+    assert_eq!(code, 0);
+    assert_eq!(out["summary"]["invalid"], 2);
+}

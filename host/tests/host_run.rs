@@ -241,6 +241,21 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
             pr["latency_us"]["p99"].as_u64().unwrap() >= pr["latency_us"]["p50"].as_u64().unwrap()
         );
     }
+    // The simulator validates every write as the API server does: the example
+    // plugins made none it refused (422 invalid, 400 bad request), and none
+    // the host refused as malformed.
+    for p in plugins.iter().chain(&controllers) {
+        let api = &r["plugins"][p]["api"];
+        for (verb, codes) in api["by_verb"].as_object().into_iter().flatten() {
+            for bad in ["400", "422"] {
+                assert!(
+                    codes.get(bad).is_none(),
+                    "{p}: {verb} answered {bad} by the server: {api}"
+                );
+            }
+        }
+        assert_eq!(api["denied"], 0, "{p}: calls refused before sending: {api}");
+    }
     // Controllers reconcile keys instead of receiving events.
     for p in &controllers {
         let pr = &r["plugins"][p];

@@ -599,3 +599,46 @@ async fn a_component_built_for_0_2_0_still_loads_and_writes() {
     assert_eq!(patches.len(), 1, "{patches:?}");
     assert_eq!(patches[0].path, "/api/v1/namespaces/team-a/pods/web");
 }
+
+/// An Event a plugin recorded (events.k8s.io/v1) is what kubectl shows in
+/// `get events -A` (core v1) and in `describe pod`: one store, both APIs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_the_event_a_plugin_recorded() {
+    let w = world().await;
+    let pod = w.seed_pod("team-a", "web").await;
+    let settings = KubeSettings {
+        events: Some(pod_events()),
+        ..KubeSettings::default()
+    };
+    let event = json!({ "call": "event", "event": {
+        "type": "warning", "reason": "MissingLabel", "action": "Audit", "note": "no team label" } });
+    let (mut r, _) = w.probe(json!([event]), settings).await;
+    let out = trigger(&mut r, &pod).await;
+    assert_eq!(out[0]["ok"], true, "{}", out[0]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    w.sim.write_kubeconfig(&kubeconfig).unwrap();
+    let kubectl = |args: &[&str]| {
+        let out = tokio::task::block_in_place(|| {
+            std::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(args)
+                .output()
+                .expect("kubectl is needed: apt-get install kubectl (scripts/setup.sh)")
+        });
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let events = kubectl(&["get", "events", "-A"]);
+    assert!(
+        events.contains("MissingLabel") && events.contains("pod/web") && events.contains("no team label"),
+        "{events}"
+    );
+    let described = kubectl(&["describe", "pod", "web", "-n", "team-a"]);
+    let section = described.split("Events:").nth(1).unwrap_or_default();
+    assert!(
+        section.contains("Warning") && section.contains("MissingLabel") && section.contains("no team label"),
+        "{described}"
+    );
+}
