@@ -61,7 +61,11 @@ impl PassComponents {
             .map_err(|e| ComponentError::Read(format!("read task failed: {e}")))?
             .map_err(|e| ComponentError::Read(e.to_string()))?
             .into();
-        self.get_bytes(engine, bytes).await
+        let label = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.get_labelled(engine, &label, bytes).await
     }
 
     /// The compiled component of `bytes` (a component pulled from a
@@ -71,6 +75,16 @@ impl PassComponents {
         engine: &Arc<PluginEngine>,
         bytes: Arc<[u8]>,
     ) -> Result<Component, ComponentError> {
+        self.get_labelled(engine, "a pulled component", bytes).await
+    }
+
+    async fn get_labelled(
+        &self,
+        engine: &Arc<PluginEngine>,
+        label: &str,
+        bytes: Arc<[u8]>,
+    ) -> Result<Component, ComponentError> {
+        let label = label.to_string();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         bytes.hash(&mut h);
         let slot = {
@@ -85,11 +99,11 @@ impl PassComponents {
                 }
             }
         };
-        slot.get_or_init(|| async {
+        slot.get_or_init(|| async move {
             let engine = engine.clone();
             tokio::task::spawn_blocking(move || {
                 engine
-                    .compile(&bytes)
+                    .compile_labelled(&label, &bytes)
                     .map_err(|e| ComponentError::Compile(format!("{e:?}")))
             })
             .await

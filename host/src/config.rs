@@ -127,7 +127,14 @@ fn from_toml_error(src: &Source<'_>, err: &toml::de::Error) -> ConfigError {
         let key = quoted(rest).map(str::to_string);
         let expected = rest.split_once(", expected ").map(|(_, e)| e.to_string());
         let reason = match expected {
-            Some(e) => format!("unknown key (expected {e})"),
+            Some(e) => {
+                let candidates: Vec<&str> = e.split('`').skip(1).step_by(2).collect();
+                let hint = key
+                    .as_deref()
+                    .map(|k| kube_informer::suggest::did_you_mean(k, candidates))
+                    .unwrap_or_default();
+                format!("unknown key{hint} (expected {e})")
+            }
             None => "unknown key".to_string(),
         };
         return ConfigError {
@@ -1268,7 +1275,12 @@ impl PluginManifest {
                 &src,
                 raw.wasm.span(),
                 "wasm",
-                format!("file not found: {}", wasm.display()),
+                format!(
+                    "file not found: {}: build the plugin first (a project made by `wasm-informer \
+                     new` says how in its README: `cargo build --release`, `npm run build`, \
+                     `python3 build.py` or `make`)",
+                    wasm.display()
+                ),
             ));
         }
 

@@ -261,6 +261,8 @@ pub struct Host {
     _prewarm: Mutex<Vec<InformerLease>>,
     watch: Mutex<Option<crate::reload::ConfigWatcher>>,
     reload_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Says when a plugin is held back by its write rate (`throttle.rs`).
+    throttle_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     options: HostOptions,
     /// Plugin API calls, with the host's credentials.
     api: Arc<dyn ClusterApi>,
@@ -326,7 +328,8 @@ impl Host {
         options: HostOptions,
     ) -> Result<Arc<Self>, HostError> {
         let engine = PluginEngine::new(EngineConfig {
-            cache_dir: config.host.cache_dir.clone(),
+            // The default every command shares: host.toml's, else the user's.
+            cache_dir: crate::commands::cache_dir(None, config.host.cache_dir.clone()),
             ..EngineConfig::default()
         })
         .map_err(|e| HostError::Engine(e.to_string()))?;
@@ -375,6 +378,7 @@ impl Host {
             _prewarm: Mutex::new(prewarm),
             watch: Mutex::new(None),
             reload_task: Mutex::new(None),
+            throttle_task: Mutex::new(None),
             identity: options
                 .identity
                 .clone()
@@ -896,6 +900,20 @@ impl Host {
             }
         });
         *self.reload_task.lock() = Some(task);
+        let me = Arc::downgrade(self);
+        *self.throttle_task.lock() = Some(tokio::spawn(async move {
+            let mut watch = crate::throttle::ThrottleWatch::default();
+            let mut tick = tokio::time::interval(THROTTLE_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(host) = me.upgrade() else { return };
+                let plugins = host.report().plugins;
+                for t in watch.observe(&plugins, std::time::Instant::now()) {
+                    tracing::warn!(plugin = %t.plugin, write_qps = t.write_qps, "{}", t.message());
+                }
+            }
+        }));
         Ok(())
     }
 
@@ -929,6 +947,9 @@ impl Host {
     /// stops every informer, and returns the final report.
     pub async fn shutdown(self: &Arc<Self>) -> Report {
         if let Some(t) = self.reload_task.lock().take() {
+            t.abort();
+        }
+        if let Some(t) = self.throttle_task.lock().take() {
             t.abort();
         }
         self.watch.lock().take();
@@ -972,6 +993,9 @@ impl Host {
         self.shared.lock().slots.keys().cloned().collect()
     }
 }
+
+/// How often the host looks for plugins held back by their write rate.
+const THROTTLE_EVERY: Duration = Duration::from_secs(5);
 
 /// Folds a multi-line error (wasmtime's `Caused by:` chains) into one line.
 fn one_line(s: &str) -> String {
@@ -1043,10 +1067,36 @@ impl Observe for Host {
         for (name, slot) in slots {
             // A slot locked by a reload or a stop is judged by the reload.
             let Ok(slot) = slot.try_lock() else { continue };
+            let status = slot.status.snapshot();
+            if status.state == wasm_informer_runtime::PluginState::Quarantined {
+                reasons.push(format!(
+                    "plugin {name} is quarantined after repeated failures (it retries by \
+                     itself){}",
+                    status
+                        .last_error
+                        .as_deref()
+                        .map(|e| format!("; last error: {e}"))
+                        .unwrap_or_default()
+                ));
+                continue;
+            }
+            // Why a replay takes long, when the plugin's own write rate is why.
+            let q = slot.quota.stats();
+            let throttled = if q.waiting > 0 {
+                let (qps, burst) = slot.quota.rate();
+                format!(
+                    ": its API calls wait for tokens of write_qps = {qps} (burst {burst}; {} \
+                     calls waited {:.1} s so far): raise write_qps, or make fewer calls per event",
+                    q.throttled,
+                    q.waited.as_secs_f64()
+                )
+            } else {
+                String::new()
+            };
             for (part, r) in slot.parts.iter().zip(&slot.manifest.resources) {
                 if part.handle.as_ref().is_some_and(|h| !h.has_synced()) {
                     reasons.push(format!(
-                        "plugin {name} has not had its replay of {} yet",
+                        "plugin {name} has not had its replay of {} yet{throttled}",
                         r.value
                     ));
                 }

@@ -24,6 +24,7 @@ pub mod cluster;
 
 // What the host reports.
 pub mod report;
+pub mod throttle;
 pub mod metrics;
 pub mod status;
 

@@ -337,16 +337,8 @@ async fn sim(args: SimArgs) -> Result<(), Failure> {
 /// The component a manifest names, after validating the whole manifest, and
 /// the compilation cache of the config directory it lives in
 /// (`DIR/plugins/NAME.toml` → `DIR/host.toml`'s `cache_dir`), if any.
-fn wasm_of_manifest(
-    manifest: &Path,
-) -> Result<(PathBuf, Option<PathBuf>, Option<PluginLimits>), Failure> {
+fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>, PluginManifest), Failure> {
     let m = PluginManifest::load(manifest, &Default::default()).map_err(Failure::config)?;
-    let limits = PluginLimits {
-        fuel_per_event: m.limits.fuel_per_event,
-        timeout_ms: m.limits.timeout_ms,
-        memory_mb: m.limits.memory_mb,
-        ..PluginLimits::default()
-    };
     let host_toml = manifest
         .parent()
         .filter(|d| d.file_name().is_some_and(|n| n == "plugins"))
@@ -357,7 +349,7 @@ fn wasm_of_manifest(
         Some(f) => HostSettings::load(&f).map_err(Failure::config)?.cache_dir,
         None => None,
     };
-    Ok((m.wasm, cache_dir, Some(limits)))
+    Ok((m.wasm.clone(), cache_dir, m))
 }
 
 /// Validates a component and compiles it. The compiled code goes into the
@@ -365,20 +357,32 @@ fn wasm_of_manifest(
 /// directory, into that directory's `cache_dir`: checking a new version before
 /// dropping it in makes the host's reload a cache hit instead of a compile.
 fn check(args: CheckArgs) -> Result<String, Failure> {
-    let (wasm, config_cache, limits) = if args.file.extension().is_some_and(|e| e == "toml") {
-        wasm_of_manifest(&args.file)?
+    let (wasm, config_cache, manifest) = if args.file.extension().is_some_and(|e| e == "toml") {
+        let (wasm, cache, m) = wasm_of_manifest(&args.file)?;
+        (wasm, cache, Some(m))
     } else {
         (args.file.clone(), None, None)
     };
     let engine = PluginEngine::new(EngineConfig {
-        cache_dir: args.cache_dir.or(config_cache),
+        // The same default as `run`, `test` and `dev`: one cache for all.
+        cache_dir: wasm_informer::commands::cache_dir(args.cache_dir, config_cache),
         ..EngineConfig::default()
     })
     .map_err(Failure::runtime)?;
     let report = check_file(&engine, &wasm).map_err(Failure::config)?;
-    // A manifest's memory cap must let the component start at all.
-    if let Some(l) = &limits {
-        report.check_limits(l).map_err(Failure::config)?;
+    if let Some(m) = &manifest {
+        // What `run` checks of a manifest against its component: the world
+        // it names (`for` or `resources`), and a memory cap it can start in.
+        if let Some(world) = wasm_informer_runtime::World::detect(&report.exports) {
+            m.check_world(world).map_err(Failure::config)?;
+        }
+        let limits = PluginLimits {
+            fuel_per_event: m.limits.fuel_per_event,
+            timeout_ms: m.limits.timeout_ms,
+            memory_mb: m.limits.memory_mb,
+            ..PluginLimits::default()
+        };
+        report.check_limits(&limits).map_err(Failure::config)?;
     }
     Ok(report.to_string())
 }

@@ -15,8 +15,17 @@ fn write(dir: &Path, rel: &str, text: &str) {
     std::fs::write(dir.join(rel), text).unwrap();
 }
 
-/// Runs `test` in `dir`; returns the exit code, the JSON output and stderr.
+/// Runs `test` in `dir` on the probe, which answers every event with its
+/// outcomes as an error (`--allow-errors`); returns the exit code, the JSON
+/// output and stderr.
 fn test(dir: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["--allow-errors"];
+    args.extend_from_slice(extra);
+    test_strict(dir, &args)
+}
+
+/// Runs `test` in `dir` with exactly `extra`.
+fn test_strict(dir: &Path, extra: &[&str]) -> (i32, Value, String) {
     let out = Command::new(BIN)
         .args(["test", "plugin.toml", "--objects", "objects.yaml"])
         .args(extra)
@@ -274,4 +283,54 @@ fn test_fails_on_a_write_the_api_server_would_refuse_and_says_why() {
     let (code, out, _) = test(d, &["--allow-invalid"]);
     assert_eq!(code, 0);
     assert_eq!(out["summary"]["invalid"], 2);
+}
+
+fn probe_manifest(d: &Path, resources: &[&str], extra: &str) {
+    let manifest = json!({
+        "name": "probe",
+        "wasm": plugin_artifacts::API_PROBE,
+        "resources": resources,
+        "config": {"ops": []},
+    });
+    let manifest: toml::Value = toml::Value::try_from(&manifest).unwrap();
+    write(d, "plugin.toml", &format!("{extra}{}", toml::to_string(&manifest).unwrap()));
+}
+
+/// `test` gives the verdicts `run` gives: a resource the server does not
+/// serve is bad input naming the closest one; a change of the events file
+/// that reaches no call fails the test (unless `--allow-unmatched`); a run in
+/// which every call failed fails it (without `--expect`, which decides).
+#[test]
+fn test_refuses_what_run_refuses_and_fails_what_did_not_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    write(d, "objects.yaml", POD);
+    probe_manifest(d, &["v1/pod"], "");
+    let out = Command::new(BIN)
+        .args(["test", "plugin.toml", "--objects", "objects.yaml"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown resource \"v1/pod\"") && err.contains("did you mean \"v1/pods\"?"),
+        "{err}"
+    );
+    // An event about a ConfigMap, which the plugin does not watch.
+    probe_manifest(d, &["v1/pods"], "");
+    write(
+        d,
+        "events.yaml",
+        "type: ADDED\nobject:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cm, namespace: demo}\n",
+    );
+    let (code, out, stderr) = test(d, &["--events", "events.yaml"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(out["unmatched"].as_array().unwrap().len(), 1, "{out}");
+    assert!(stderr.contains("reached no call"), "{stderr}");
+    // Every call failed (the probe answers every event with an error).
+    let (code, out, stderr) = test_strict(d, &["--events", "events.yaml", "--allow-unmatched"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("every call failed"), "{stderr}");
+    assert_eq!(out["summary"]["errors"], out["summary"]["steps"]);
 }

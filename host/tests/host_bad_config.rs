@@ -51,7 +51,17 @@ fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
         Case {
             name: "unknown resource",
             manifest: "name = \"bad\"\nwasm = \"../wasm/good.wasm\"\nresources = [\"v1/podz\"]\n".into(),
-            expected: "plugin not loaded: {dir}/plugins/bad.toml:3:14: key `resources`: unknown resource \"v1/podz\": the API server does not serve \"podz\" in \"v1\"".into(),
+            expected: "plugin not loaded: {dir}/plugins/bad.toml:3:14: key `resources`: unknown resource \"v1/podz\": the API server does not serve \"podz\" in \"v1\"; did you mean \"v1/pods\"?".into(),
+        },
+        Case {
+            name: "a key one letter off",
+            manifest: format!("name = \"bad\"\n{ok_head}timout_ms = 10\n"),
+            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `timout_ms`: unknown key; did you mean \"timeout_ms\"? (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`, `max_request_bytes`, `max_answer_bytes`)".into(),
+        },
+        Case {
+            name: "the RBAC verb update",
+            manifest: format!("name = \"bad\"\n{ok_head}[[write]]\nresource = \"v1/pods\"\nverbs = [\"update\"]\n"),
+            expected: "config rejected: {dir}/plugins/bad.toml:6:9: key `write[0].verbs`: unknown verb \"update\"; the RBAC verb update is \"replace\" here: expected get, create, replace, patch or delete".into(),
         },
         Case {
             name: "duplicate name",
@@ -61,7 +71,7 @@ fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
         Case {
             name: "missing wasm",
             manifest: "name = \"bad\"\nwasm = \"../wasm/nope.wasm\"\nresources = [\"v1/pods\"]\n".into(),
-            expected: "config rejected: {dir}/plugins/bad.toml:2:8: key `wasm`: file not found: {dir}/wasm/nope.wasm".into(),
+            expected: "config rejected: {dir}/plugins/bad.toml:2:8: key `wasm`: file not found: {dir}/wasm/nope.wasm: build the plugin first (a project made by `wasm-informer new` says how in its README: `cargo build --release`, `npm run build`, `python3 build.py` or `make`)".into(),
         },
         Case {
             name: "wrong world",

@@ -163,3 +163,46 @@ fn checking_a_manifest_whose_memory_cap_is_below_the_floor_fails() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("memory: starts with"));
 }
+
+/// `check MANIFEST`, `test` and `run` give one verdict on a manifest and its
+/// component: an event handler named by a controller's manifest (`for`), or
+/// a controller by an event handler's (`resources`), is refused by each,
+/// naming the key.
+#[test]
+fn check_and_test_refuse_the_world_mismatch_that_run_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("plugin.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "name = \"mismatch\"\nwasm = \"{}\"\nfor = \"apps/v1/deployments\"\n",
+            plugin_artifacts::NOOP
+        ),
+    )
+    .unwrap();
+    let out = cli(&manifest);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("key `for`") && err.contains("is an event handler"), "{err}");
+    std::fs::write(dir.path().join("objects.yaml"), "apiVersion: v1\nkind: List\nitems: []\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
+        .args(["test", "plugin.toml", "--objects", "objects.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("key `for`") && err.contains("is an event handler"), "{err}");
+    // The other way round: a controller named by `resources`.
+    std::fs::write(
+        &manifest,
+        format!(
+            "name = \"mismatch\"\nwasm = \"{}\"\nresources = [\"v1/pods\"]\n",
+            plugin_artifacts::NOOP_CONTROLLER
+        ),
+    )
+    .unwrap();
+    let out = cli(&manifest);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("key `resources`") && err.contains("is a controller"), "{err}");
+}

@@ -142,6 +142,7 @@
 // What flows through the pipeline.
 pub mod names;
 pub mod resource;
+pub mod suggest;
 pub mod str_map;
 pub mod object;
 pub mod notification;

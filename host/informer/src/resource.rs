@@ -58,7 +58,7 @@ pub enum ResourceError {
     },
     /// Discovery does not list the resource.
     #[error(
-        "unknown resource {id:?}: the API server does not serve {plural:?} in {group_version:?}"
+        "unknown resource {id:?}: the API server does not serve {plural:?} in {group_version:?}{suggestion}"
     )]
     Unknown {
         /// The id as given.
@@ -67,6 +67,8 @@ pub enum ResourceError {
         group_version: String,
         /// The plural asked.
         plural: String,
+        /// `; did you mean "..."?` when a served resource is close, else empty.
+        suggestion: String,
     },
     /// Discovery itself failed.
     #[cfg(feature = "client")]
@@ -267,11 +269,19 @@ impl ResourceSpec {
         let list = match list {
             Ok(l) => l,
             Err(kube::Error::Api(s)) if s.code == 404 => {
+                let builtin: Vec<String> = BUILTIN
+                    .iter()
+                    .map(|(g, v, p, _, _)| match *g {
+                        "" => format!("{v}/{p}"),
+                        g => format!("{g}/{v}/{p}"),
+                    })
+                    .collect();
                 return Err(ResourceError::Unknown {
                     id: id.to_string(),
                     group_version: gv,
                     plural: rid.plural,
-                })
+                    suggestion: crate::suggest::did_you_mean(id, builtin.iter().map(String::as_str)),
+                });
             }
             Err(source) => {
                 return Err(ResourceError::Discovery {
@@ -288,10 +298,19 @@ impl ResourceSpec {
                 kind: r.kind.clone(),
                 namespaced: r.namespaced,
             })
-            .ok_or(ResourceError::Unknown {
-                id: id.to_string(),
-                group_version: gv,
-                plural: rid.plural.clone(),
+            .ok_or_else(|| {
+                let served: Vec<String> = list
+                    .resources
+                    .iter()
+                    .filter(|r| !r.name.contains('/'))
+                    .map(|r| format!("{gv}/{}", r.name))
+                    .collect();
+                ResourceError::Unknown {
+                    id: id.to_string(),
+                    group_version: gv.clone(),
+                    plural: rid.plural.clone(),
+                    suggestion: crate::suggest::did_you_mean(id, served.iter().map(String::as_str)),
+                }
             })
     }
 

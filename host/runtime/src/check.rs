@@ -327,7 +327,7 @@ pub fn check_bytes(
         });
     }
 
-    let component = engine.compile(bytes).map_err(|e| CheckError::Compile {
+    let component = engine.compile_labelled(path, bytes).map_err(|e| CheckError::Compile {
         path: p(),
         detail: format!("{e:?}"),
     })?;

@@ -104,6 +104,9 @@ pub struct CompileStats {
     pub compiled: u64,
 }
 
+/// Components at least this large get a line when they are compiled.
+pub const LARGE_COMPONENT_BYTES: usize = 1 << 20;
+
 /// The engine, its epoch ticker and the plugin linker.
 pub struct PluginEngine {
     engine: Engine,
@@ -228,6 +231,45 @@ impl PluginEngine {
     pub fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         Component::new(&self.engine, bytes)
+    }
+
+    /// Compiles the component `label` names (a plugin, a file), and says so
+    /// when it takes long: a large component (a JavaScript or Python one)
+    /// takes seconds to compile when the cache does not hold it, and the host
+    /// would otherwise be silent meanwhile.
+    pub fn compile_labelled(&self, label: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let mb = bytes.len() as f64 / (1 << 20) as f64;
+        let large = bytes.len() >= LARGE_COMPONENT_BYTES;
+        if large {
+            tracing::info!(
+                "compiling {label} ({mb:.1} MB){}",
+                if self.cache.is_some() {
+                    ": seconds if the compilation cache does not hold it yet"
+                } else {
+                    ": no compilation cache (cache_dir), so it compiles every time"
+                }
+            );
+        }
+        let started = std::time::Instant::now();
+        let component = self.compile(bytes)?;
+        let took = started.elapsed();
+        if took >= std::time::Duration::from_secs(1) {
+            tracing::info!(
+                "compiled {label} ({mb:.1} MB) in {:.1} s{}",
+                took.as_secs_f64(),
+                if self.cache.is_some() {
+                    " (not cached before; the next load reads it from the cache)"
+                } else {
+                    " (set cache_dir in host.toml to compile it once)"
+                }
+            );
+        } else if large {
+            tracing::info!(
+                "loaded {label} ({mb:.1} MB) in {:.2} s",
+                took.as_secs_f64()
+            );
+        }
+        Ok(component)
     }
 
     /// Compilations so far. With a cache, hits and misses are the cache's

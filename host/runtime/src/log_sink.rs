@@ -139,6 +139,9 @@ pub struct LineWriter {
     buf: Vec<u8>,
 }
 
+/// The line Rust's default panic hook adds after a panic message.
+const RUST_BACKTRACE_NOTE: &str = "note: run with `RUST_BACKTRACE=1`";
+
 impl LineWriter {
     /// A writer for one stream (`stdout` at info level, `stderr` at warn).
     pub fn new(sink: Arc<LogSink>, stream: &'static str, level: LogLevel) -> Self {
@@ -173,7 +176,11 @@ impl LineWriter {
     fn emit(&mut self) {
         let line = String::from_utf8_lossy(&self.buf);
         let line = line.strip_suffix('\r').unwrap_or(&line);
-        self.sink.emit(self.level, self.stream, line);
+        // Rust's panic hook advises an environment variable no guest can set
+        // (a guest has no environment); the host reports the panic itself.
+        if !line.starts_with(RUST_BACKTRACE_NOTE) {
+            self.sink.emit(self.level, self.stream, line);
+        }
         self.buf.clear();
     }
 }

@@ -385,9 +385,46 @@ impl ApiRequest {
         })
     }
 
-    /// The object's key, `namespace/name` or `name`.
+    /// The object's key, `namespace/name` or `name`; for a create, the
+    /// name its body gives (`generateName` followed by `*` when the server
+    /// picks it), so that a line about it names the object.
     pub fn key(&self) -> String {
-        self.target.key()
+        if self.verb != Verb::Create {
+            return self.target.key();
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct Meta {
+            name: Option<String>,
+            #[serde(rename = "generateName")]
+            generate_name: Option<String>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default)]
+        struct Body {
+            metadata: Meta,
+        }
+        let meta = self
+            .body
+            .as_deref()
+            .and_then(|b| serde_json::from_str::<Body>(b).ok())
+            .unwrap_or_default()
+            .metadata;
+        let name = match (meta.name, meta.generate_name) {
+            (Some(n), _) if !n.is_empty() => n,
+            (_, Some(g)) => format!("{g}*"),
+            _ => String::new(),
+        };
+        // Only a name the server could store (or the bare namespace).
+        let name = if kube_informer::names::path_segment(&name).is_empty() {
+            quoted(&name).trim_matches('"').to_string()
+        } else {
+            String::new()
+        };
+        match self.target.namespace() {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name,
+        }
     }
 
     /// The resource id, for example `v1/pods`.

@@ -16,8 +16,11 @@
 //!
 //! Invariants: a write is never sent without `dryRun=All`; the exit status is
 //! 1 when the plugin trapped (or could not start), a write was invalid (the
-//! simulator validates as the API server does; unless `--allow-invalid`), or
-//! the output does not match `--expect`, 2 for bad input, 0 otherwise. After a trap the next
+//! simulator validates as the API server does; unless `--allow-invalid`), a
+//! change of the events file reached no call (unless `--allow-unmatched`),
+//! every call failed (without `--expect`), or the output does not match
+//! `--expect`; 2 for bad input (an unknown resource, a world the manifest
+//! does not name); 0 otherwise. After a trap the next
 //! change goes to a fresh instance (`init` again), as the host would do; the
 //! host would also replay the cache into it, which the test leaves out so
 //! that each step shows one call.
@@ -81,6 +84,14 @@ pub struct TestArgs {
     /// a real API server would).
     #[arg(long)]
     pub allow_invalid: bool,
+    /// Exit 0 even when a change of the events file reached no call (the
+    /// plugin does not watch its resource, or its filters exclude it).
+    #[arg(long)]
+    pub allow_unmatched: bool,
+    /// Exit 0 even when every call ended in the plugin's error (without
+    /// `--expect`, that fails the test).
+    #[arg(long)]
+    pub allow_errors: bool,
 }
 
 /// What the plugin was told.
@@ -305,6 +316,9 @@ pub struct Output {
     /// Fixture objects the simulator refused (writes to them get 404).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Changes of the events file that reached no call into the plugin.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmatched: Vec<String>,
 }
 
 /// What `test` ends with: the output, and the exit code it calls for.
@@ -819,6 +833,9 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
         .unwrap_or_default();
     let cache = Arc::new(FixtureCache::new(indexes, transform));
     for r in manifest.resource_ids().iter().chain(&manifest.readable()) {
+        // As `run` refuses a resource the server does not serve: here the
+        // server is the simulator (its kinds and the fixture's CRDs).
+        served(api.registry(), &manifest, r)?;
         cache.resource(r).map_err(Failure::input)?;
     }
     let mut initial: Vec<(String, ObjectRef)> = Vec::new();
@@ -840,6 +857,8 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     let plugin = LoadedPlugin::from_file(&engine, spec_of(&manifest), &manifest.wasm)
         .map_err(|e| Failure::input(format!("{}: {e}", manifest.wasm.display())))?;
     let world = plugin.world();
+    // The verdict `run` gives on the manifest and its component.
+    manifest.check_world(world).map_err(Failure::input)?;
     let filter = Filter {
         namespace: manifest.namespace.clone(),
         selector: manifest
@@ -978,6 +997,15 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
                         cached.as_ref(),
                         false,
                     );
+                    if steps.is_empty() {
+                        // No call: the plugin does not watch it, or its
+                        // namespace or selector excludes it (before and after).
+                        output.unmatched.push(format!(
+                            "change {} ({} {}) reached no call: the plugin does not watch {} \
+                             or its namespace or label selector excludes the object",
+                            c.document, o.resource, key, o.resource
+                        ));
+                    }
                     output.steps.extend(steps);
                     if subject.instance.is_none() {
                         break;
@@ -1020,7 +1048,19 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     };
     let failed_start = output.init.outcome != "ok";
     let invalid = output.summary.invalid > 0 && !args.allow_invalid;
-    let code = if output.summary.traps > 0 || failed_start || invalid || !differences.is_empty() {
+    let unmatched = !output.unmatched.is_empty() && !args.allow_unmatched;
+    // Without an expected output, a run where every call failed is a failure.
+    let all_failed = expected.is_none()
+        && !args.allow_errors
+        && output.summary.steps > 0
+        && output.summary.errors + output.summary.traps >= output.summary.steps;
+    let code = if output.summary.traps > 0
+        || failed_start
+        || invalid
+        || unmatched
+        || all_failed
+        || !differences.is_empty()
+    {
         1
     } else {
         0
@@ -1030,6 +1070,35 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
         differences,
         code,
     })
+}
+
+/// Whether the simulator serves `resource` (a built-in kind, or a CRD of the
+/// fixture): the error names the manifest, the key and the closest kind.
+fn served(
+    registry: &apisim::resource::Registry,
+    manifest: &PluginManifest,
+    resource: &str,
+) -> Result<(), Failure> {
+    let id = kube_informer::resource::ResourceId::parse(resource)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    if registry.find(&id.group, &id.version, &id.plural).is_some() {
+        return Ok(());
+    }
+    let known: Vec<String> = registry
+        .all()
+        .iter()
+        .map(|(_, t)| match t.group.as_str() {
+            "" => format!("{}/{}", t.version, t.plural),
+            g => format!("{g}/{}/{}", t.version, t.plural),
+        })
+        .collect();
+    Err(Failure::input(format!(
+        "{}: unknown resource {resource:?}: the API server does not serve {:?} in {:?}{}",
+        manifest.file.display(),
+        id.plural,
+        id.group_version(),
+        kube_informer::suggest::did_you_mean(resource, known.iter().map(String::as_str))
+    )))
 }
 
 /// One line per invalid write, as kubectl prints the server's refusal:
@@ -1106,6 +1175,25 @@ pub fn run(args: TestArgs) -> Result<u8, Failure> {
     }
     for line in invalid_writes(&f.output) {
         eprintln!("{line}");
+    }
+    for u in &f.output.unmatched {
+        eprintln!(
+            "test: {u}{}",
+            if args.allow_unmatched { "" } else { " (--allow-unmatched to pass anyway)" }
+        );
+    }
+    let s = &f.output.summary;
+    if s.errors > 0 {
+        eprintln!(
+            "test: {} of {} call(s) ended in the plugin's error{}",
+            s.errors,
+            s.steps,
+            if s.errors >= s.steps && args.expect.is_none() && !args.allow_errors {
+                ": every call failed (--allow-errors to pass anyway)"
+            } else {
+                ""
+            }
+        );
     }
     if f.output.summary.invalid > 0 && !args.allow_invalid {
         eprintln!(

@@ -76,9 +76,19 @@ impl WriteGrant {
         let mut set = BTreeSet::new();
         for v in verbs {
             let verb = Verb::parse(v).ok_or_else(|| {
+                // RBAC's `update` is `replace` here (the WIT's name for a PUT).
+                let hint = match v.as_str() {
+                    "update" => "; the RBAC verb update is \"replace\" here".to_string(),
+                    _ => kube_informer::suggest::did_you_mean(
+                        v,
+                        Verb::ALL.iter().map(|v| v.as_str()),
+                    ),
+                };
                 grant_error(
                     "verbs",
-                    format!("unknown verb {v:?}: expected get, create, replace, patch or delete"),
+                    format!(
+                        "unknown verb {v:?}{hint}: expected get, create, replace, patch or delete"
+                    ),
                 )
             })?;
             if subresource.is_some() && !matches!(verb, Verb::Get | Verb::Replace | Verb::Patch) {
