@@ -242,11 +242,11 @@ impl PluginEngine {
         let large = bytes.len() >= LARGE_COMPONENT_BYTES;
         if large {
             tracing::info!(
-                "compiling {label} ({mb:.1} MB){}",
+                "loading {label} ({mb:.1} MB){}",
                 if self.cache.is_some() {
-                    ": seconds if the compilation cache does not hold it yet"
+                    ": it compiles for seconds unless the compilation cache holds it"
                 } else {
-                    ": no compilation cache (cache_dir), so it compiles every time"
+                    ": no compilation cache (cache_dir), so it compiles for seconds every time"
                 }
             );
         }
