@@ -33,7 +33,12 @@ async fn every_audit_line_says_what_the_server_received() {
     let w = world().await;
     let web = w.seed_pod("team-a", "web").await;
     let settings = KubeSettings {
-        grants: vec![grant("v1/pods", None, &["patch", "delete"], Some(&["team-a"]))],
+        grants: vec![grant(
+            "v1/pods",
+            None,
+            &["patch", "delete"],
+            Some(&["team-a"]),
+        )],
         write_qps: 0.0,
         ..KubeSettings::default()
     };

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use host_support::{repo_root, HostProc, LONG};
+use host_support::{http_get, kubectl_raw, repo_root, sample, HostProc, LONG};
 
 const BIN: &str = env!("CARGO_BIN_EXE_wasm-informer");
 
@@ -247,4 +247,106 @@ fn python_template_imports_the_project_s_other_modules() {
     .unwrap();
     python_build(&dir);
     assert!(dir.join("dist/with-helper.wasm").is_file());
+}
+
+/// The event-handler template, run unchanged with `run --sim` and the default
+/// simulator (600 pods, 40 changes a second) for 60 s, keeps up: once it has
+/// had its replay, its queue never overflows again and `/readyz` stays 200;
+/// and no apply of it created a Pod (it applies with must-exist, so a pod
+/// deleted while its event waited is never re-created spec-less): the
+/// simulator's request log has no apply answered 201.
+#[test]
+fn the_rust_template_keeps_up_with_the_default_simulator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "keeps-up";
+    let dir = new_project(tmp.path(), "rust", "event-handler", name);
+    rust_build(&dir);
+    let cfg = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cfg.path().join("plugins")).unwrap();
+    // No [sim] table: the simulator's defaults, as `run --sim` has them.
+    std::fs::write(
+        cfg.path().join("host.toml"),
+        format!(
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n",
+            repo_root().join("target/wasm-cache").display()
+        ),
+    )
+    .unwrap();
+    let manifest = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    let parsed: toml::Table = toml::from_str(&manifest).unwrap();
+    let wasm = dir.join(parsed["wasm"].as_str().unwrap());
+    let manifest = manifest.replace(
+        parsed["wasm"].as_str().unwrap(),
+        &wasm.display().to_string(),
+    );
+    std::fs::write(cfg.path().join(format!("plugins/{name}.toml")), manifest).unwrap();
+    let kubeconfig = cfg.path().join("kubeconfig");
+    let mut host = HostProc::run_sim(
+        cfg.path().to_str().unwrap(),
+        &[
+            "--duration",
+            "60",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    let addr = host.metrics_addr();
+    let started = std::time::Instant::now();
+    let overflowed = |body: &str| {
+        sample(
+            body,
+            &format!("wasm_informer_plugin_overflowed_total{{plugin=\"{name}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    // Ready once its replay is done.
+    let at_replay = loop {
+        let (code, _) = http_get(addr, "/readyz");
+        if code == 200 {
+            break overflowed(&http_get(addr, "/metrics").1);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(50),
+            "never ready: {}",
+            http_get(addr, "/readyz").1
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    // Then it keeps up for the rest of the minute.
+    while started.elapsed() < Duration::from_secs(55) {
+        let (code, why) = http_get(addr, "/readyz");
+        assert_eq!(code, 200, "not ready again: {why}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (_, metrics) = http_get(addr, "/metrics");
+    assert_eq!(
+        overflowed(&metrics),
+        at_replay,
+        "its queue overflowed after its replay"
+    );
+    let labelled = sample(&metrics, &format!("wasm_informer_plugin_api_requests_total{{plugin=\"{name}\",verb=\"patch\",code=\"200\"}}"))
+        .unwrap_or(0.0);
+    assert!(labelled > 0.0, "it labelled no pod:\n{metrics}");
+    let log: serde_json::Value = serde_json::from_slice(&kubectl_raw(
+        &kubeconfig,
+        &["get", "--raw", "/_sim/requests"],
+        None,
+    ))
+    .unwrap();
+    let created: Vec<_> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["method"] == "PATCH"
+                && r["contentType"] == "application/apply-patch+yaml"
+                && r["status"] == 201
+        })
+        .collect();
+    assert!(
+        created.is_empty(),
+        "applies that created a Pod: {created:?}"
+    );
+    let status = host.wait_exit(Duration::from_secs(120));
+    assert!(status.success(), "{status}");
 }

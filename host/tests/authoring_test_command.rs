@@ -293,7 +293,11 @@ fn probe_manifest(d: &Path, resources: &[&str], extra: &str) {
         "config": {"ops": []},
     });
     let manifest: toml::Value = toml::Value::try_from(&manifest).unwrap();
-    write(d, "plugin.toml", &format!("{extra}{}", toml::to_string(&manifest).unwrap()));
+    write(
+        d,
+        "plugin.toml",
+        &format!("{extra}{}", toml::to_string(&manifest).unwrap()),
+    );
 }
 
 /// `test` gives the verdicts `run` gives: a resource the server does not

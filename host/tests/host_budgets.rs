@@ -35,7 +35,14 @@ fn simulator(dir: &Path) -> (Proc, PathBuf) {
     let kubeconfig = dir.join("kubeconfig.yaml");
     let sim = Proc(
         Command::new(BIN)
-            .args(["sim", "--listen", "127.0.0.1:0", "--duration", "300", "--config"])
+            .args([
+                "sim",
+                "--listen",
+                "127.0.0.1:0",
+                "--duration",
+                "300",
+                "--config",
+            ])
             .arg(&config)
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
@@ -89,13 +96,22 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
     std::fs::create_dir_all(config.join("plugins")).unwrap();
     std::fs::write(
         config.join("host.toml"),
-        format!("metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n", cache_dir().display()),
+        format!(
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n",
+            cache_dir().display()
+        ),
     )
     .unwrap();
     let file = config.join("plugins/probe.toml");
     std::fs::write(&file, manifest(1)).unwrap();
     let mut host = HostProc::spawn_env(
-        &["run", "--config", config.to_str().unwrap(), "--status", "never"],
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--status",
+            "never",
+        ],
         &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
     );
     host.wait_line(&["running 1 plugin(s)"], LONG);
@@ -118,12 +134,21 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
     let mut at: Vec<u64> = log
         .iter()
         .filter(|r| r["method"] == "PATCH")
-        .filter(|r| r["query"].as_str().unwrap_or("").contains("fieldManager=wasm-informer%2Fprobe"))
+        .filter(|r| {
+            r["query"]
+                .as_str()
+                .unwrap_or("")
+                .contains("fieldManager=wasm-informer%2Fprobe")
+        })
         .map(|r| r["atMicros"].as_u64().unwrap())
         .collect();
     at.sort();
     // 3 resources' worth of events would be far more than the bucket allows.
-    assert!(at.len() >= 10, "only {} writes reached the server", at.len());
+    assert!(
+        at.len() >= 10,
+        "only {} writes reached the server",
+        at.len()
+    );
     let first = at[0];
     for (i, t) in at.iter().enumerate() {
         let secs = (t - first) as f64 / 1e6;
@@ -134,4 +159,75 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
             i + 1
         );
     }
+}
+
+/// A plugin held back by its own write rate says so: while its calls wait
+/// for tokens its `/readyz` reason names `write_qps`, and once its queue
+/// overflows meanwhile, the host logs a WARN naming `write_qps`.
+#[test]
+fn a_plugin_held_back_by_its_write_rate_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig) = simulator(tmp.path());
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"target","namespace":"ns-0"},"spec":{"containers":[{"name":"c","image":"img:1"}]}}"#;
+    kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(pod));
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(config.join("plugins")).unwrap();
+    std::fs::write(
+        config.join("host.toml"),
+        format!(
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n",
+            cache_dir().display()
+        ),
+    )
+    .unwrap();
+    let manifest = manifest(1)
+        .replace("queue_capacity = 100000", "queue_capacity = 4")
+        .replace(
+            "resources = [\"v1/pods\", \"v1/namespaces\", \"apps/v1/deployments\"]",
+            "resources = [\"v1/pods\"]",
+        );
+    std::fs::write(config.join("plugins/probe.toml"), manifest).unwrap();
+    let mut host = HostProc::spawn_env(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--status",
+            "never",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    );
+    let addr = host.metrics_addr();
+    // Its replay of 31 pods at 2 calls a second: the reason says why it lasts.
+    let started = Instant::now();
+    loop {
+        let (code, why) = http_get(addr, "/readyz");
+        assert_ne!(code, 200, "ready before its replay could be done");
+        if why.contains("write_qps = 2") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no word of write_qps: {why}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Live changes overflow its tiny queue while it waits for tokens.
+    for i in 0..20 {
+        let p = format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"extra-{i}","namespace":"ns-0"}},"spec":{{"containers":[{{"name":"c","image":"img:1"}}]}}}}"#
+        );
+        kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(&p));
+    }
+    let line = host.wait_line(
+        &[
+            "WARN",
+            "plugin probe is held back by its write rate",
+            "write_qps = 2",
+        ],
+        LONG,
+    );
+    assert!(line.contains("raise write_qps"), "{line}");
+    host.terminate();
+    host.wait_exit(LONG);
 }

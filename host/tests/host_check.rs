@@ -183,8 +183,15 @@ fn check_and_test_refuse_the_world_mismatch_that_run_refuses() {
     let out = cli(&manifest);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("key `for`") && err.contains("is an event handler"), "{err}");
-    std::fs::write(dir.path().join("objects.yaml"), "apiVersion: v1\nkind: List\nitems: []\n").unwrap();
+    assert!(
+        err.contains("key `for`") && err.contains("is an event handler"),
+        "{err}"
+    );
+    std::fs::write(
+        dir.path().join("objects.yaml"),
+        "apiVersion: v1\nkind: List\nitems: []\n",
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_wasm-informer"))
         .args(["test", "plugin.toml", "--objects", "objects.yaml"])
         .current_dir(dir.path())
@@ -192,7 +199,10 @@ fn check_and_test_refuse_the_world_mismatch_that_run_refuses() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("key `for`") && err.contains("is an event handler"), "{err}");
+    assert!(
+        err.contains("key `for`") && err.contains("is an event handler"),
+        "{err}"
+    );
     // The other way round: a controller named by `resources`.
     std::fs::write(
         &manifest,
@@ -204,5 +214,8 @@ fn check_and_test_refuse_the_world_mismatch_that_run_refuses() {
     .unwrap();
     let out = cli(&manifest);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("key `resources`") && err.contains("is a controller"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("key `resources`") && err.contains("is a controller"),
+        "{err}"
+    );
 }

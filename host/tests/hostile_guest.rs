@@ -850,7 +850,8 @@ async fn answers_are_bounded_by_max_answer_bytes_and_count_against_memory_mb() {
         .create(&PostParams::default(), &big)
         .await
         .unwrap();
-    let get = json!({ "call": "get", "resource": "v1/configmaps", "namespace": "team-a", "name": "big" });
+    let get =
+        json!({ "call": "get", "resource": "v1/configmaps", "namespace": "team-a", "name": "big" });
     let grants = vec![grant("v1/configmaps", None, &["get"], None)];
     // One answer larger than max_answer_bytes.
     let small = KubeSettings {
@@ -862,7 +863,14 @@ async fn answers_are_bounded_by_max_answer_bytes_and_count_against_memory_mb() {
     let (mut r, _) = w.probe(json!([get.clone()]), small).await;
     let out = trigger(&mut r, &web).await;
     assert_eq!(out[0]["error"], "unavailable", "{}", out[0]);
-    assert!(out[0]["message"].as_str().unwrap().contains("max_answer_bytes"), "{}", out[0]);
+    assert!(
+        out[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_answer_bytes"),
+        "{}",
+        out[0]
+    );
     // Many answers in one call, against a small memory_mb.
     let settings = KubeSettings {
         grants,
@@ -886,5 +894,8 @@ async fn answers_are_bounded_by_max_answer_bytes_and_count_against_memory_mb() {
         assert!(o["message"].as_str().unwrap().contains("memory_mb"), "{o}");
     }
     assert!(ok * (400 << 10) <= 8 << 20, "{ok} answers held");
-    assert_eq!(r.status().snapshot().api.answers_refused, refused.len() as u64);
+    assert_eq!(
+        r.status().snapshot().api.answers_refused,
+        refused.len() as u64
+    );
 }

@@ -627,18 +627,26 @@ async fn kubectl_shows_the_event_a_plugin_recorded() {
                 .output()
                 .expect("kubectl is needed: apt-get install kubectl (scripts/setup.sh)")
         });
-        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     let events = kubectl(&["get", "events", "-A"]);
     assert!(
-        events.contains("MissingLabel") && events.contains("pod/web") && events.contains("no team label"),
+        events.contains("MissingLabel")
+            && events.contains("pod/web")
+            && events.contains("no team label"),
         "{events}"
     );
     let described = kubectl(&["describe", "pod", "web", "-n", "team-a"]);
     let section = described.split("Events:").nth(1).unwrap_or_default();
     assert!(
-        section.contains("Warning") && section.contains("MissingLabel") && section.contains("no team label"),
+        section.contains("Warning")
+            && section.contains("MissingLabel")
+            && section.contains("no team label"),
         "{described}"
     );
 }

@@ -20,8 +20,7 @@ use wasm_informer::kube_api::KubeApi;
 use wasm_informer_runtime::capability::api::ClusterApi;
 use wasm_informer_runtime::capability::kube::{EventsGrant, Grants, KubeSettings, WriteGrant};
 use wasm_informer_runtime::{
-    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner,
-    PluginSpec,
+    EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
 };
 
 /// No cache: these plugins only call the API.

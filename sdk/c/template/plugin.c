@@ -5,7 +5,8 @@
  * cached in the pod's namespace, and it gives a pod that lacks the label
  * `[config] label` (default `team`) that label, with the value
  * `[config] value` (default `unassigned`), by server-side apply, then records
- * a Normal Event `Labelled` about the pod. The apply must find the pod (a pod
+ * a Normal Event `Labelled` about the pod. It decides from the pod as the cache holds it when the
+ * event is handled (an event may be stale). The apply must find the pod (a pod
  * deleted while its event waited is never re-created), so the manifest needs
  * to grant only `[[write]] resource = "v1/pods" verbs = ["patch"]`, and
  * `events = true`.
@@ -96,9 +97,18 @@ bool exports_wasm_informer_plugin_handler_on_event(exports_wasm_informer_plugin_
         if (wi_cache_list("v1/pods", in, NULL, &list, &e)) {
             wi_info("%s %s (%zu pods in %s)", kind, key, list.len, in);
             wi_objects_free(&list);
-            char *have = wi_object_label(pod, label);
-            if (!have && !wi_object_is_deleting(pod)) ok = label_pod(pod, in, name, key, err);
-            free(have);
+            /* The event may be stale: decide from the pod as the cache holds it now. */
+            bool found = false;
+            wi_object_t now;
+            if (!wi_cache_get("v1/pods", key, &found, &now, &e)) {
+                ok = wi_fail(err, "%s", e.message);
+            } else if (!found) {
+                wi_info("gone %s", key);
+            } else {
+                char *have = wi_object_label(now, label);
+                if (!have && !wi_object_is_deleting(now)) ok = label_pod(now, in, name, key, err);
+                free(have);
+            }
         } else {
             ok = wi_fail(err, "%s", e.message);
         }

@@ -4,7 +4,8 @@
 // cached in the pod's namespace, and it gives a pod that lacks the label
 // `[config] label` (default `team`) that label, with the value
 // `[config] value` (default `unassigned`), by server-side apply, then records a
-// Normal Event `Labelled` about the pod. The apply must find the pod (a pod
+// Normal Event `Labelled` about the pod. It decides from the pod as the cache holds it when the
+// event is handled (an event may be stale). The apply must find the pod (a pod
 // deleted while its event waited is never re-created), so the manifest needs
 // to grant only `[[write]] resource = "v1/pods" verbs = ["patch"]`, and
 // `events = true`.
@@ -22,12 +23,18 @@ function string(config, field) {
 }
 
 function check(event) {
-  const pod = event.object; // a KubeObject: each getter reads one field from the host
-  const ns = pod.namespace ?? '';
+  const ns = event.object.namespace ?? '';
   // A query of the host's shared cache: no API call.
   const peers = cache.list('v1/pods', { namespace: ns }).length;
   info(`${event.kind} ${event.key} (${peers} pods in ${ns})`);
   const { label, value } = settings;
+  // The event may be stale: decide from the pod as the cache holds it now (a
+  // KubeObject: each getter reads one field from the host).
+  const pod = cache.get('v1/pods', event.key);
+  if (pod == null) {
+    info(`gone ${event.key}`);
+    return;
+  }
   if (pod.label(label) != null || pod.deletionTimestamp != null) return;
   // Server-side apply of just the label, owned by `wasm-informer/PLUGIN`.
   const intent = {

@@ -4,7 +4,8 @@ For every pod it is told about, it logs one line with the number of pods
 cached in the pod's namespace, and it gives a pod that lacks the label
 ``[config] label`` (default ``team``) that label, with the value
 ``[config] value`` (default ``unassigned``), by server-side apply, then
-records a Normal Event ``Labelled`` about the pod. The apply must find the pod
+records a Normal Event ``Labelled`` about the pod. It decides from the pod as the cache holds it when the
+event is handled (an event may be stale). The apply must find the pod
 (a pod deleted while its event waited is never re-created), so the manifest
 needs to grant only ``[[write]] resource = "v1/pods" verbs = ["patch"]``, and
 ``events = true``.
@@ -29,12 +30,17 @@ def string(config: Dict[str, Any], field: str) -> str:
 
 
 def check(kind: str, event: wi.Event) -> None:
-    pod = event.object  # a KubeObject: each property reads one field from the host
-    ns = pod.namespace or ""
+    ns = event.object.namespace or ""
     # A query of the host's shared cache: no API call.
     peers = len(wi.cache.list("v1/pods", ns))
     wi.info(f"{kind} {event.key} ({peers} pods in {ns})")
     label, value = Settings.label, Settings.value
+    # The event may be stale: decide from the pod as the cache holds it now (a
+    # KubeObject: each property reads one field from the host).
+    pod = wi.cache.get("v1/pods", event.key)
+    if pod is None:
+        wi.info(f"gone {event.key}")
+        return
     if pod.label(label) is not None or pod.deletion_timestamp is not None:
         return
     # Server-side apply of just the label, owned by `wasm-informer/PLUGIN`.

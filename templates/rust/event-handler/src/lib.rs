@@ -3,9 +3,11 @@
 //! For every pod it is told about, it logs one line with the number of pods
 //! cached in the pod's namespace, and it gives a pod that lacks the label
 //! `[config] label` that label, with the value `[config] value`, by
-//! server-side apply, then records a `Normal` Event about the pod. The apply
-//! must find the pod (a pod deleted while its event waited is never
-//! re-created), so the manifest grants only `patch` on pods.
+//! server-side apply, then records a `Normal` Event about the pod. It decides
+//! from the pod as the cache holds it when the event is handled, not from the
+//! event's copy (which may be stale), and the apply must find the pod (a pod
+//! deleted while its event waited is never re-created), so the manifest
+//! grants only `patch` on pods.
 //!
 //! `wasm-informer test plugin.toml --objects fixtures/objects.yaml --events
 //! fixtures/events.yaml --expect fixtures/expected.json` runs it against the
@@ -62,6 +64,13 @@ impl Plugin {
             event.key()
         );
         let Settings { label, value } = &self.settings;
+        // The event may be stale (the plugin was busy, the pod changed since):
+        // decide from the pod as the cache holds it now, so a pod labelled
+        // meanwhile is not written again, and one deleted is left alone.
+        let Some(pod) = cache::get_object("v1/pods", &event.key())? else {
+            info!("gone {}", event.key());
+            return Ok(());
+        };
         if pod.label(label).is_some() || pod.meta().deletion_timestamp.is_some() {
             return Ok(());
         }
