@@ -217,7 +217,7 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     let view = match (args.status, terminal) {
         (StatusMode::Never, _) | (_, false) => None,
         _ => Some(
-            wasm_informer::commands::live::start(StatusMode::Always, observe.clone(), None)
+            wasm_informer::commands::live::start(StatusMode::Always, observe.clone(), None, None)
                 .map_err(|e| Failure::runtime(format!("cannot start the live view: {e}")))?,
         ),
     };
@@ -337,7 +337,9 @@ async fn sim(args: SimArgs) -> Result<(), Failure> {
 /// The component a manifest names, after validating the whole manifest, and
 /// the compilation cache of the config directory it lives in
 /// (`DIR/plugins/NAME.toml` → `DIR/host.toml`'s `cache_dir`), if any.
-fn wasm_of_manifest(manifest: &Path) -> Result<(PathBuf, Option<PathBuf>, PluginManifest), Failure> {
+fn wasm_of_manifest(
+    manifest: &Path,
+) -> Result<(PathBuf, Option<PathBuf>, PluginManifest), Failure> {
     let m = PluginManifest::load(manifest, &Default::default()).map_err(Failure::config)?;
     let host_toml = manifest
         .parent()

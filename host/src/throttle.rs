@@ -127,17 +127,32 @@ mod tests {
     fn warns_on_waits_and_merges_in_the_same_interval_once_a_minute() {
         let mut w = ThrottleWatch::default();
         let t0 = Instant::now();
-        let at = |throttled, coalesced| BTreeMap::from([("p".to_string(), report(throttled, coalesced))]);
+        let at = |throttled, coalesced| {
+            BTreeMap::from([("p".to_string(), report(throttled, coalesced))])
+        };
         assert!(w.observe(&at(10, 10), t0).is_empty(), "no interval yet");
         // Waits without merges, merges without waits: nothing to say.
-        assert!(w.observe(&at(20, 10), t0 + Duration::from_secs(5)).is_empty());
-        assert!(w.observe(&at(20, 30), t0 + Duration::from_secs(10)).is_empty());
+        assert!(w
+            .observe(&at(20, 10), t0 + Duration::from_secs(5))
+            .is_empty());
+        assert!(w
+            .observe(&at(20, 30), t0 + Duration::from_secs(10))
+            .is_empty());
         let got = w.observe(&at(25, 40), t0 + Duration::from_secs(15));
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].waited_calls, got[0].merged), (5, 10));
-        assert!(got[0].message().contains("write_qps = 5"), "{}", got[0].message());
+        assert!(
+            got[0].message().contains("write_qps = 5"),
+            "{}",
+            got[0].message()
+        );
         // Still throttled, but warned less than a minute ago.
-        assert!(w.observe(&at(30, 50), t0 + Duration::from_secs(20)).is_empty());
-        assert_eq!(w.observe(&at(35, 60), t0 + Duration::from_secs(80)).len(), 1);
+        assert!(w
+            .observe(&at(30, 50), t0 + Duration::from_secs(20))
+            .is_empty());
+        assert_eq!(
+            w.observe(&at(35, 60), t0 + Duration::from_secs(80)).len(),
+            1
+        );
     }
 }

@@ -880,8 +880,10 @@ async fn answers_are_bounded_by_max_answer_bytes_and_count_against_memory_mb() {
     let mut op = get.clone();
     op["repeat"] = 40.into();
     op["unread"] = true.into();
-    let mut spec_limits = wasm_informer_runtime::PluginLimits::default();
-    spec_limits.memory_mb = 8;
+    let spec_limits = wasm_informer_runtime::PluginLimits {
+        memory_mb: 8,
+        ..Default::default()
+    };
     let (mut r, _) = w.probe_limited(json!([op]), settings, spec_limits).await;
     let out = trigger(&mut r, &web).await;
     let outcomes = out[0].as_array().unwrap();

@@ -280,7 +280,10 @@ impl ResourceSpec {
                     id: id.to_string(),
                     group_version: gv,
                     plural: rid.plural,
-                    suggestion: crate::suggest::did_you_mean(id, builtin.iter().map(String::as_str)),
+                    suggestion: crate::suggest::did_you_mean(
+                        id,
+                        builtin.iter().map(String::as_str),
+                    ),
                 });
             }
             Err(source) => {

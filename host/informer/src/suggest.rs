@@ -72,6 +72,9 @@ mod tests {
         assert_eq!(closest("resource", keys), Some("resources"));
         assert_eq!(closest("zzz", keys), None);
         assert_eq!(did_you_mean("zzz", keys), "");
-        assert_eq!(did_you_mean("resource", keys), "; did you mean \"resources\"?");
+        assert_eq!(
+            did_you_mean("resource", keys),
+            "; did you mean \"resources\"?"
+        );
     }
 }

@@ -327,10 +327,12 @@ pub fn check_bytes(
         });
     }
 
-    let component = engine.compile_labelled(path, bytes).map_err(|e| CheckError::Compile {
-        path: p(),
-        detail: format!("{e:?}"),
-    })?;
+    let component = engine
+        .compile_labelled(path, bytes)
+        .map_err(|e| CheckError::Compile {
+            path: p(),
+            detail: format!("{e:?}"),
+        })?;
     let pre = engine
         .linker()
         .instantiate_pre(&component)

@@ -264,10 +264,7 @@ impl PluginEngine {
                 }
             );
         } else if large {
-            tracing::info!(
-                "loaded {label} ({mb:.1} MB) in {:.2} s",
-                took.as_secs_f64()
-            );
+            tracing::info!("loaded {label} ({mb:.1} MB) in {:.2} s", took.as_secs_f64());
         }
         Ok(component)
     }

@@ -120,10 +120,13 @@ impl LoadedPlugin {
         bytes: &[u8],
     ) -> Result<Arc<Self>, LoadError> {
         Self::validate_spec(&spec)?;
-        let component = engine.compile_labelled(&spec.name, bytes).map_err(|e| LoadError::Compile {
-            name: spec.name.clone(),
-            detail: format!("{e:?}"),
-        })?;
+        let component =
+            engine
+                .compile_labelled(&spec.name, bytes)
+                .map_err(|e| LoadError::Compile {
+                    name: spec.name.clone(),
+                    detail: format!("{e:?}"),
+                })?;
         Self::from_component(engine, spec, &component)
     }
 

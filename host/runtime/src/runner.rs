@@ -42,7 +42,7 @@ use super::plugin::LoadedPlugin;
 use super::restart::{Parts, Supervised};
 use super::status::{PluginState, PluginStatus};
 use kube_informer::handler::{Delivery, Handled, Handler};
-use kube_informer::notification::{EventKind, NotificationRef};
+use kube_informer::notification::NotificationRef;
 
 /// Most notifications handed to the plugin in one batch. Large enough that a
 /// backlog costs a fraction of a microsecond of hand-off per event; small
@@ -84,6 +84,16 @@ fn deliver(
             }),
         };
         let trapped = matches!(outcome, CallOutcome::Trap(_));
+        // Counted as each event returns, not once per batch, so that a rate
+        // read from these counters follows time, however long a batch takes.
+        match &outcome {
+            CallOutcome::Ok => status.record_delivered(n.kind),
+            CallOutcome::HandlerError(msg) => {
+                status.record_delivered(n.kind);
+                status.record_error(msg);
+            }
+            CallOutcome::Trap(_) => {}
+        }
         if !trapped {
             status.record_returned();
         }
@@ -151,17 +161,15 @@ impl PluginRunner {
     }
 
     /// Applies one event's outcome to the status and the restart policy.
-    fn settle(&mut self, kind: EventKind, outcome: CallOutcome) -> Delivery {
+    fn settle(&mut self, outcome: CallOutcome) -> Delivery {
         match outcome {
+            // Counted in `deliver`, as each event returned.
             CallOutcome::Ok => {
                 self.slot.succeeded();
-                self.slot.status.record_delivered(kind);
                 Delivery::Ok
             }
             CallOutcome::HandlerError(msg) => {
                 self.slot.succeeded();
-                self.slot.status.record_delivered(kind);
-                self.slot.status.record_error(&msg);
                 Delivery::HandlerError(msg)
             }
             CallOutcome::Trap(t) => {
@@ -191,11 +199,10 @@ impl Handler for PluginRunner {
 
     async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
         self.slot.ensure_instance().await;
-        let kinds: Vec<EventKind> = batch.iter().map(|n| n.kind).collect();
         let outcomes = self.call(batch).await;
         let mut out = Vec::with_capacity(outcomes.len());
-        for (kind, (outcome, at)) in kinds.into_iter().zip(outcomes) {
-            let delivery = self.settle(kind, outcome);
+        for (outcome, at) in outcomes {
+            let delivery = self.settle(outcome);
             let restarted = delivery == Delivery::Restarted;
             out.push(Handled { delivery, at });
             if restarted {

@@ -173,6 +173,21 @@ fn build(project: &Path, command: &[String]) -> Built {
     }
 }
 
+/// The first error of a build's output, for the view's header: the first
+/// line that says `error`, with the line after it (rustc's location), or
+/// the output's last line.
+fn first_error(output: &str) -> String {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect();
+    match lines.iter().position(|l| l.contains("error")) {
+        Some(i) => lines[i..(i + 2).min(lines.len())].join(" "),
+        None => lines.last().copied().unwrap_or("no output").to_string(),
+    }
+}
+
 /// Copies `from` over `to` atomically; false when the bytes are the same.
 fn stage(from: &Path, to: &Path) -> Result<bool, String> {
     let bytes = std::fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
@@ -426,8 +441,17 @@ async fn dev(args: DevArgs) -> Result<Timings, Failure> {
     }
 
     let observe: Arc<dyn Observe> = host.clone();
-    let view = super::live::start(args.status, observe, Some(&session.project))
-        .map_err(Failure::runtime)?;
+    // The last build's outcome stays in the view's header until the next one.
+    let banner: super::live::Banner = Default::default();
+    let show = |text: String, error: bool| *banner.lock() = Some((text, error));
+    show(format!("{name} version 1 running"), false);
+    let view = super::live::start(
+        args.status,
+        observe,
+        Some(&session.project),
+        Some(banner.clone()),
+    )
+    .map_err(Failure::runtime)?;
     let stop = async {
         match args.duration {
             Some(s) if s.is_finite() && s >= 0.0 => {
@@ -455,6 +479,7 @@ async fn dev(args: DevArgs) -> Result<Timings, Failure> {
         tokio::time::sleep(Duration::from_millis(50)).await;
         while rx.try_recv().is_ok() {}
         eprintln!("dev: change seen; building");
+        show(format!("building {name}…"), false);
         let b = {
             let (p, c) = (project.clone(), session.command.clone());
             tokio::task::spawn_blocking(move || build(&p, &c))
@@ -467,12 +492,21 @@ async fn dev(args: DevArgs) -> Result<Timings, Failure> {
                 "dev: build failed after {}; version {version} keeps running",
                 secs(b.took)
             );
+            show(
+                format!(
+                    "build FAILED after {} (version {version} keeps running): {}",
+                    secs(b.took),
+                    first_error(&b.output)
+                ),
+                true,
+            );
             continue;
         }
         let changed = match session.restage() {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("dev: {e}; version {version} keeps running");
+                show(format!("{e}; version {version} keeps running"), true);
                 continue;
             }
         };
@@ -494,10 +528,27 @@ async fn dev(args: DevArgs) -> Result<Timings, Failure> {
         report_reloads(&session, &events);
         if !changed && events.is_empty() {
             eprintln!("dev: built in {}; nothing changed", secs(b.took));
+            show(
+                format!(
+                    "built in {}; nothing changed: version {version} runs",
+                    secs(b.took)
+                ),
+                false,
+            );
             continue;
         }
-        if events.iter().any(|e| e.action == "rejected") {
+        if let Some(e) = events.iter().find(|e| e.action == "rejected") {
             eprintln!("dev: version {version} keeps running");
+            show(
+                format!(
+                    "the new version was rejected (version {version} keeps running): {}",
+                    e.error
+                        .as_deref()
+                        .map(|err| session.unstage(err))
+                        .unwrap_or_default()
+                ),
+                true,
+            );
             continue;
         }
         if events
@@ -518,8 +569,22 @@ async fn dev(args: DevArgs) -> Result<Timings, Failure> {
                         secs(total),
                         secs(b.took)
                     );
+                    show(
+                        format!(
+                            "{name} version {version}: first event {} after the save (build {})",
+                            secs(total),
+                            secs(b.took)
+                        ),
+                        false,
+                    );
                 }
-                None => eprintln!("dev: {name} version {version} handled no event within 120 s"),
+                None => {
+                    eprintln!("dev: {name} version {version} handled no event within 120 s");
+                    show(
+                        format!("{name} version {version} handled no event within 120 s"),
+                        true,
+                    );
+                }
             }
         }
     }

@@ -43,6 +43,10 @@ struct Live {
     saved_stderr: i32,
 }
 
+/// A line the caller keeps under the view's summary until it replaces it
+/// (`dev`: the last build's outcome; `true` for an error).
+pub type Banner = Arc<Mutex<Option<(String, bool)>>>;
+
 /// The snapshot `top` would scrape, taken in-process.
 pub fn snapshot(report: Report, not_ready: &[String]) -> Snapshot {
     let mut reloads = std::collections::BTreeMap::new();
@@ -134,6 +138,7 @@ pub fn start(
     mode: StatusMode,
     source: Arc<dyn Observe>,
     project: Option<&Path>,
+    banner: Option<Banner>,
 ) -> std::io::Result<View> {
     let (quit_tx, quit) = tokio::sync::watch::channel(false);
     let show = match mode {
@@ -195,6 +200,7 @@ pub fn start(
             }
             let selected = m.selected_plugin();
             m.logs = log_tail(&read_tail(&path), selected.as_deref(), 200);
+            m.banner = banner.as_ref().and_then(|b| b.lock().clone());
             if terminal.draw(|f| draw(f, &mut m)).is_err() {
                 break;
             }
@@ -209,11 +215,7 @@ pub fn start(
             if k.kind != KeyEventKind::Press {
                 continue;
             }
-            let count = m
-                .snapshot
-                .as_ref()
-                .map(|s| s.report.plugins.len())
-                .unwrap_or(0);
+            let count = m.row_names().len();
             match k.code {
                 KeyCode::Char('q') | KeyCode::Esc => {
                     let _ = quit_tx.send(true);

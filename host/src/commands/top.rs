@@ -175,6 +175,20 @@ pub fn parse_metrics(text: &str) -> Snapshot {
                 "queue_depth" => p.queue_depth = n,
                 "queue_depth_max" => p.queue_depth_max = n,
                 "versions" => p.versions = n,
+                "api_throttled_total" => p.api.throttled = n,
+                "api_token_wait_seconds_total" => p.api.token_wait_ms = (v * 1e3) as u64,
+                "reconciles_total" => {
+                    let c = p.controller.get_or_insert_with(Default::default);
+                    match label("outcome") {
+                        Some("ok") => c.reconciles.ok = n,
+                        Some("requeue") => c.reconciles.requeue = n,
+                        Some("retry") => c.reconciles.retry = n,
+                        Some("terminal") => c.reconciles.terminal = n,
+                        Some("trap") => c.reconciles.trap = n,
+                        _ => {}
+                    }
+                }
+                "workers" => p.controller.get_or_insert_with(Default::default).workers = n,
                 "state" if v == 1.0 => {
                     if let Some(st) = label("state") {
                         p.state = st.to_string();
@@ -196,6 +210,21 @@ pub fn parse_metrics(text: &str) -> Snapshot {
                             .push((le, v));
                     }
                 }
+                _ => {}
+            }
+        } else if let Some(metric) = name.strip_prefix("workqueue_") {
+            // client-go's workqueue series, named after the controller plugin.
+            let Some(plugin) = label("name") else {
+                continue;
+            };
+            let p = s.report.plugins.entry(plugin.to_string()).or_default();
+            let q = &mut p.controller.get_or_insert_with(Default::default).queue;
+            match metric {
+                "depth" => q.depth = n,
+                "adds_total" => q.adds = n,
+                "retries_total" => q.retries = n,
+                "unfinished_work_seconds" => q.unfinished_work_seconds = v,
+                "longest_running_processor_seconds" => q.longest_running_processor_seconds = v,
                 _ => {}
             }
         } else if let Some(metric) = name.strip_prefix("wasm_informer_informer_") {
@@ -236,33 +265,70 @@ pub fn parse_metrics(text: &str) -> Snapshot {
     s
 }
 
-/// Events per second per plugin, from the last two snapshots.
+/// Events (or, for a controller, reconciles) per second per plugin, over the
+/// last [`RATE_WINDOW`] of snapshots: a rate follows time, not the moments a
+/// plugin's counters move (a busy plugin settles its events in batches).
 #[derive(Debug, Default)]
 pub struct Rates {
-    previous: Option<(Instant, BTreeMap<String, u64>)>,
+    history: std::collections::VecDeque<(Instant, Counters)>,
     current: BTreeMap<String, f64>,
+    throttled: BTreeMap<String, bool>,
+}
+
+/// Per plugin, the counters one snapshot showed: (work done, calls throttled).
+type Counters = BTreeMap<String, (u64, u64)>;
+
+/// How far back a rate looks.
+pub const RATE_WINDOW: Duration = Duration::from_secs(5);
+
+/// What a plugin's rate counts: events handled, or reconciles done.
+fn work_done(p: &crate::report::PluginReport) -> u64 {
+    match &p.controller {
+        Some(c) => c.reconciles.total(),
+        None => p.delivered.total(),
+    }
 }
 
 impl Rates {
     /// Takes in a snapshot taken at `at`.
     pub fn update(&mut self, s: &Snapshot, at: Instant) {
-        let totals: BTreeMap<String, u64> = s
+        let totals: BTreeMap<String, (u64, u64)> = s
             .report
             .plugins
             .iter()
-            .map(|(n, p)| (n.clone(), p.delivered.total()))
+            .map(|(n, p)| (n.clone(), (work_done(p), p.api.throttled)))
             .collect();
-        if let Some((then, prev)) = &self.previous {
-            let secs = at.saturating_duration_since(*then).as_secs_f64().max(1e-3);
-            self.current = totals
-                .iter()
-                .map(|(n, t)| {
-                    let before = prev.get(n).copied().unwrap_or(0);
-                    (n.clone(), t.saturating_sub(before) as f64 / secs)
-                })
-                .collect();
+        self.history.push_back((at, totals));
+        // Keep the newest snapshot older than the window as the base.
+        while self.history.len() > 2
+            && at.saturating_duration_since(self.history[1].0) >= RATE_WINDOW
+        {
+            self.history.pop_front();
         }
-        self.previous = Some((at, totals));
+        let (Some((then, first)), Some((now, last))) = (self.history.front(), self.history.back())
+        else {
+            return;
+        };
+        if self.history.len() < 2 {
+            return;
+        }
+        let secs = now.saturating_duration_since(*then).as_secs_f64().max(1e-3);
+        self.current = last
+            .iter()
+            .map(|(n, (t, _))| {
+                let before = first.get(n).map_or(0, |b| b.0);
+                (n.clone(), t.saturating_sub(before) as f64 / secs)
+            })
+            .collect();
+        self.throttled = last
+            .iter()
+            .map(|(n, (_, w))| (n.clone(), first.get(n).is_some_and(|b| *w > b.1)))
+            .collect();
+    }
+
+    /// Whether `plugin`'s calls waited on its write rate within the window.
+    pub fn throttled(&self, plugin: &str) -> bool {
+        self.throttled.get(plugin).copied().unwrap_or(false)
     }
 
     /// The rate of `plugin`, once two snapshots were seen.
@@ -288,19 +354,31 @@ pub struct Model {
     pub log_title: Option<String>,
     /// The log pane's lines, oldest first.
     pub logs: Vec<String>,
+    /// A line that stays under the summary until replaced (`dev`: the last
+    /// build's outcome, a build error in red), and whether it is an error.
+    pub banner: Option<(String, bool)>,
 }
 
 impl Model {
-    /// The name of the selected plugin row.
+    /// The name of the selected row: event handlers first, then controllers,
+    /// as the tables show them.
     pub fn selected_plugin(&self) -> Option<String> {
         let i = self.table.selected()?;
-        self.snapshot
-            .as_ref()?
-            .report
-            .plugins
-            .keys()
-            .nth(i)
-            .cloned()
+        self.row_names().into_iter().nth(i)
+    }
+
+    /// Every row's plugin, in the order the two tables show them.
+    pub fn row_names(&self) -> Vec<String> {
+        plugins_of(self, false)
+            .into_iter()
+            .chain(plugins_of(self, true))
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    /// Whether `plugin`'s calls waited on its write rate lately.
+    pub fn throttled(&self, plugin: &str) -> bool {
+        self.rates.throttled(plugin)
     }
 }
 
@@ -315,6 +393,19 @@ const PLUGIN_HEADER: [&str; 10] = [
     "RESTARTS",
     "P99(us)",
     "VERSIONS",
+];
+
+const CONTROLLER_HEADER: [&str; 10] = [
+    "CONTROLLER",
+    "STATE",
+    "RECONCILES/S",
+    "QUEUE",
+    "OK",
+    "REQUEUE",
+    "RETRY",
+    "TERMINAL",
+    "TRAPS",
+    "LONGEST(s)",
 ];
 
 const INFORMER_HEADER: [&str; 7] = [
@@ -336,38 +427,82 @@ fn state_style(state: &str) -> Style {
     }
 }
 
-fn plugin_rows(m: &Model) -> Vec<Row<'static>> {
+/// A rate, or `-` before there are two snapshots.
+fn rate_cell(m: &Model, name: &str) -> String {
+    m.rates
+        .get(name)
+        .map(|r| format!("{r:.1}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The cells of an event handler's row.
+fn plugin_cells(m: &Model, name: &str, p: &crate::report::PluginReport) -> Vec<String> {
+    let versions = if p.versions == 0 {
+        "-".to_string()
+    } else {
+        p.versions.to_string()
+    };
+    let state = if m.throttled(name) {
+        format!("{} (write_qps)", p.state)
+    } else {
+        p.state.clone()
+    };
+    vec![
+        name.to_string(),
+        state,
+        rate_cell(m, name),
+        p.queue_depth.to_string(),
+        p.coalesced.to_string(),
+        p.errors.to_string(),
+        p.traps.to_string(),
+        p.restarts.to_string(),
+        p.latency_us.p99.to_string(),
+        versions,
+    ]
+}
+
+/// The cells of a controller's row.
+fn controller_cells(m: &Model, name: &str, p: &crate::report::PluginReport) -> Vec<String> {
+    let c = p.controller.clone().unwrap_or_default();
+    let r = &c.reconciles;
+    vec![
+        name.to_string(),
+        p.state.clone(),
+        rate_cell(m, name),
+        c.queue.depth.to_string(),
+        r.ok.to_string(),
+        r.requeue.to_string(),
+        r.retry.to_string(),
+        r.terminal.to_string(),
+        r.trap.to_string(),
+        format!("{:.1}", c.queue.longest_running_processor_seconds),
+    ]
+}
+
+/// Event handlers (`controllers` false) or controllers, by name.
+fn plugins_of(m: &Model, controllers: bool) -> Vec<(String, crate::report::PluginReport)> {
     let Some(s) = &m.snapshot else {
         return Vec::new();
     };
     s.report
         .plugins
         .iter()
-        .map(|(name, p)| {
-            let rate = m
-                .rates
-                .get(name)
-                .map(|r| format!("{r:.1}"))
-                .unwrap_or_else(|| "-".into());
-            let versions = if p.versions == 0 {
-                "-".to_string()
-            } else {
-                p.versions.to_string()
-            };
-            Row::new(vec![
-                name.clone(),
-                p.state.clone(),
-                rate,
-                p.queue_depth.to_string(),
-                p.coalesced.to_string(),
-                p.errors.to_string(),
-                p.traps.to_string(),
-                p.restarts.to_string(),
-                p.latency_us.p99.to_string(),
-                versions,
-            ])
-            .style(state_style(&p.state))
-        })
+        .filter(|(_, p)| p.controller.is_some() == controllers)
+        .map(|(n, p)| (n.clone(), p.clone()))
+        .collect()
+}
+
+fn plugin_rows(m: &Model) -> Vec<Row<'static>> {
+    plugins_of(m, false)
+        .iter()
+        .map(|(name, p)| Row::new(plugin_cells(m, name, p)).style(state_style(&p.state)))
+        .collect()
+}
+
+fn controller_rows(m: &Model) -> Vec<Row<'static>> {
+    plugins_of(m, true)
+        .iter()
+        .map(|(name, p)| Row::new(controller_cells(m, name, p)).style(state_style(&p.state)))
         .collect()
 }
 
@@ -421,41 +556,119 @@ fn summary(m: &Model) -> String {
     )
 }
 
-/// Draws the model on a frame.
+/// The log lines cut into rows of at most `width` columns, the last `rows`
+/// of them: a long line (an audit line) wraps instead of losing its end.
+pub fn wrapped_tail(lines: &[String], width: usize, rows: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut out: Vec<String> = Vec::new();
+    for line in lines.iter().rev() {
+        let chars: Vec<char> = line.chars().collect();
+        let mut chunks: Vec<String> = chars
+            .chunks(width)
+            .map(|c| c.iter().collect::<String>())
+            .collect();
+        if chunks.is_empty() {
+            chunks.push(String::new());
+        }
+        for c in chunks.into_iter().rev() {
+            out.push(c);
+            if out.len() == rows {
+                out.reverse();
+                return out;
+            }
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// The width of a name column: its longest name, within bounds.
+fn name_width(header: &str, names: impl Iterator<Item = usize>) -> u16 {
+    names.chain([header.len()]).max().unwrap_or(8).clamp(8, 48) as u16
+}
+
+/// A table's height for `rows` rows (borders and header included).
+fn table_height(rows: usize) -> u16 {
+    rows as u16 + 3
+}
+
+/// Draws the model on a frame: the summary (and the banner), the event
+/// handlers, the controllers, the informers, each as tall as its rows, and
+/// the log pane in all the room that is left.
 pub fn draw(f: &mut Frame, m: &mut Model) {
     let plugins = plugin_rows(m);
+    let controllers = controller_rows(m);
     let informers = informer_rows(m);
-    let informer_height = informers.len() as u16 + 3;
-    let log_height = if m.log_title.is_some() { 12 } else { 0 };
-    let [head, plugin_area, informer_area, log_area, foot] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(4),
-        Constraint::Length(informer_height),
-        Constraint::Length(log_height),
+    let handler_names: Vec<usize> = plugins_of(m, false)
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .collect();
+    let controller_names: Vec<usize> = plugins_of(m, true)
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .collect();
+    let head_height = if m.banner.is_some() { 2 } else { 1 };
+    let with_log = m.log_title.is_some();
+    let controller_height = if controllers.is_empty() {
+        0
+    } else {
+        table_height(controllers.len())
+    };
+    let [head, plugin_area, controller_area, informer_area, log_area, foot] = Layout::vertical([
+        Constraint::Length(head_height),
+        if with_log {
+            Constraint::Length(table_height(plugins.len().max(1)))
+        } else {
+            Constraint::Min(table_height(plugins.len().max(1)))
+        },
+        Constraint::Length(controller_height),
+        Constraint::Length(table_height(informers.len())),
+        if with_log {
+            Constraint::Min(6)
+        } else {
+            Constraint::Length(0)
+        },
         Constraint::Length(1),
     ])
     .areas(f.area());
     if let Some(title) = &m.log_title {
-        let shown = log_area.height.saturating_sub(2) as usize;
-        let start = m.logs.len().saturating_sub(shown);
+        let rows = log_area.height.saturating_sub(2) as usize;
+        let width = log_area.width.saturating_sub(2) as usize;
         let who = m
             .selected_plugin()
             .map(|p| format!("{p}'s lines"))
             .unwrap_or_else(|| "all lines".into());
         f.render_widget(
-            Paragraph::new(m.logs[start..].join("\n"))
+            Paragraph::new(wrapped_tail(&m.logs, width, rows).join("\n"))
                 .block(Block::bordered().title(format!(" log ({who}): {title} "))),
             log_area,
         );
     }
+    let [summary_area, banner_area] =
+        Layout::vertical([Constraint::Length(1), Constraint::Length(head_height - 1)]).areas(head);
     f.render_widget(
         Paragraph::new(Line::from(summary(m))).style(Style::default().add_modifier(Modifier::BOLD)),
-        head,
+        summary_area,
     );
+    if let Some((text, error)) = &m.banner {
+        let style = if *error {
+            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else {
+            Style::default().fg(Color::Green)
+        };
+        f.render_widget(Paragraph::new(text.as_str()).style(style), banner_area);
+    }
     let bold = Style::default().add_modifier(Modifier::BOLD);
+    let highlight = Style::default().add_modifier(Modifier::REVERSED);
+    // One selection over both tables: event handlers first.
+    let selected = m.table.selected();
+    let split = plugins.len();
+    let mut handler_state = TableState::default().with_selected(selected.filter(|i| *i < split));
+    let mut controller_state =
+        TableState::default().with_selected(selected.and_then(|i| i.checked_sub(split)));
     let plugin_widths = [
-        Constraint::Min(16),
-        Constraint::Length(12),
+        Constraint::Length(name_width("PLUGIN", handler_names.into_iter())),
+        Constraint::Length(24),
         Constraint::Length(9),
         Constraint::Length(6),
         Constraint::Length(10),
@@ -467,9 +680,31 @@ pub fn draw(f: &mut Frame, m: &mut Model) {
     ];
     let table = Table::new(plugins, plugin_widths)
         .header(Row::new(PLUGIN_HEADER).style(bold))
-        .block(Block::bordered().title(format!(" plugins — {} ", m.source)))
-        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
-    f.render_stateful_widget(table, plugin_area, &mut m.table);
+        .block(Block::bordered().title(format!(" event handlers — {} ", m.source)))
+        .row_highlight_style(highlight);
+    f.render_stateful_widget(table, plugin_area, &mut handler_state);
+    if controller_height > 0 {
+        let widths = [
+            Constraint::Length(name_width("CONTROLLER", controller_names.into_iter())),
+            Constraint::Length(12),
+            Constraint::Length(13),
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(6),
+            Constraint::Length(9),
+            Constraint::Length(6),
+            Constraint::Length(11),
+        ];
+        f.render_stateful_widget(
+            Table::new(controllers, widths)
+                .header(Row::new(CONTROLLER_HEADER).style(bold))
+                .block(Block::bordered().title(" controllers "))
+                .row_highlight_style(highlight),
+            controller_area,
+            &mut controller_state,
+        );
+    }
     let informer_widths = [
         Constraint::Min(24),
         Constraint::Length(8),
@@ -553,30 +788,20 @@ pub fn plain(m: &Model) -> String {
     let mut out = summary(m);
     out.push('\n');
     let mut rows: Vec<Vec<String>> = vec![PLUGIN_HEADER.iter().map(|s| s.to_string()).collect()];
-    if let Some(s) = &m.snapshot {
-        for (name, p) in &s.report.plugins {
-            rows.push(vec![
-                name.clone(),
-                p.state.clone(),
-                m.rates
-                    .get(name)
-                    .map(|r| format!("{r:.1}"))
-                    .unwrap_or_else(|| "-".into()),
-                p.queue_depth.to_string(),
-                p.coalesced.to_string(),
-                p.errors.to_string(),
-                p.traps.to_string(),
-                p.restarts.to_string(),
-                p.latency_us.p99.to_string(),
-                if p.versions == 0 {
-                    "-".into()
-                } else {
-                    p.versions.to_string()
-                },
-            ]);
-        }
+    for (name, p) in plugins_of(m, false) {
+        rows.push(plugin_cells(m, &name, &p));
     }
     out.push_str(&columns(&rows));
+    let controllers = plugins_of(m, true);
+    if !controllers.is_empty() {
+        out.push('\n');
+        let mut rows: Vec<Vec<String>> =
+            vec![CONTROLLER_HEADER.iter().map(|s| s.to_string()).collect()];
+        for (name, p) in controllers {
+            rows.push(controller_cells(m, &name, &p));
+        }
+        out.push_str(&columns(&rows));
+    }
     out.push('\n');
     let mut rows: Vec<Vec<String>> = vec![INFORMER_HEADER.iter().map(|s| s.to_string()).collect()];
     if let Some(s) = &m.snapshot {
@@ -669,11 +894,7 @@ pub fn run(args: TopArgs) -> Result<(), Failure> {
             take(&mut m);
             next = Instant::now() + interval;
         }
-        let count = m
-            .snapshot
-            .as_ref()
-            .map(|s| s.report.plugins.len())
-            .unwrap_or(0);
+        let count = m.row_names().len();
         terminal
             .draw(|f| draw(f, &mut m))
             .map_err(|e| Failure::runtime(format!("terminal: {e}")))?;

@@ -1179,7 +1179,11 @@ pub fn run(args: TestArgs) -> Result<u8, Failure> {
     for u in &f.output.unmatched {
         eprintln!(
             "test: {u}{}",
-            if args.allow_unmatched { "" } else { " (--allow-unmatched to pass anyway)" }
+            if args.allow_unmatched {
+                ""
+            } else {
+                " (--allow-unmatched to pass anyway)"
+            }
         );
     }
     let s = &f.output.summary;

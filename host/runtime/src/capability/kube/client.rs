@@ -515,9 +515,12 @@ impl KubeClient {
             return;
         }
         let line = sent.cloned().unwrap_or_else(|| r.line(None));
+        // The outcome first: a line cut to a terminal's width keeps it.
         tracing::info!(
             target: "audit",
             plugin = %self.plugin,
+            outcome,
+            code = code.unwrap_or(0),
             verb = r.verb.as_str(),
             method = line.method,
             path = %line.path,
@@ -529,8 +532,6 @@ impl KubeClient {
             key = %r.key(),
             as_user = r.impersonate.as_deref().unwrap_or(""),
             dry_run = line.dry_run(),
-            outcome,
-            code = code.unwrap_or(0),
             latency_ms = started.elapsed().as_secs_f64() * 1e3,
             "write"
         );
@@ -557,13 +558,13 @@ impl KubeClient {
         tracing::info!(
             target: "audit",
             plugin = %self.plugin,
+            outcome = error.outcome(),
             verb,
             path = %path,
             sent = false,
             resource = %resource,
             subresource,
             key = %key,
-            outcome = error.outcome(),
             reason = %quoted(&error.to_string()),
             suppressed_before = suppressed,
             latency_ms = started.elapsed().as_secs_f64() * 1e3,
