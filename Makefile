@@ -16,22 +16,49 @@ TEST_PACKAGES := -p wasm-informer -p kube-informer -p wasm-informer-runtime -p a
 # The crates whose API docs must build without a warning (doctests run with the tests).
 DOC_PACKAGES := -p kube-informer -p wasm-informer-runtime -p wasm-informer
 
-.PHONY: setup plugins build demo test docs layers lint
+# The plugins config/ loads: the demo builds these and no others.
+DEMO_PLUGINS := $(shell sed -n 's|^wasm *= *".*/target/plugins/\(.*\)\.wasm"|\1|p' config/plugins/*.toml)
+
+.PHONY: setup setup-demo plugins demo-plugins build build-tests demo test test-tools docs layers c-bindings lint
 
 setup:
 	./scripts/setup.sh
 
-plugins: setup
+# What the demo needs: the wasm target, the C compiler, the JS and Python toolchains.
+setup-demo:
+	./scripts/setup.sh --demo
+
+plugins: setup-demo
 	./scripts/build-plugins.sh
+
+demo-plugins: setup-demo
+	./scripts/build-plugins.sh $(DEMO_PLUGINS)
 
 build:
 	$(CARGO) build -p wasm-informer
 
-demo: plugins build
+# The demo's plugins build beside the host: they are mostly one-core work (componentize-js,
+# componentize-py, clang), and the host's build leaves a core idle in its long serial stretches.
+demo: setup-demo
+	$(MAKE) --no-print-directory -j2 build demo-plugins
 	$(CARGO) run -p wasm-informer -- run --config config --sim --duration $(DURATION) --report target/report.json
 
-test: plugins docs layers
+build-tests:
+	$(CARGO) test --no-run $(TEST_PACKAGES)
+
+# Everything the tests need, built side by side, then every test. wit-bindgen (for the C template
+# test and the bindings check) and the conformance clients are set up beside the builds.
+test: setup-demo
+	$(MAKE) --no-print-directory -j2 build-tests plugins test-tools
+	$(MAKE) --no-print-directory c-bindings docs layers
 	$(CARGO) test --no-fail-fast $(TEST_PACKAGES)
+
+test-tools:
+	./scripts/setup.sh apt wit-bindgen conformance
+
+# sdk/c/bindings is what wit-bindgen makes of wit/.
+c-bindings:
+	./scripts/gen-c-bindings.sh --check
 
 # The informer knows no Wasm and the runtime no HTTP (cargo tree).
 layers:

@@ -7,7 +7,8 @@
 #   plugins/<name>/Cargo.toml  Rust    cargo build --profile guest --target wasm32-wasip2
 #   plugins/<name>/plugin.js   JS      componentize-js (sdk/js/build.mjs)
 #   plugins/<name>/app.py      Python  componentize-py, with sdk/python on the path
-#   plugins/<name>/plugin.c    C       wit-bindgen c + clang-19 + wasm-component-ld, with sdk/c
+#   plugins/<name>/plugin.c    C       clang-19 + wasm-component-ld, with sdk/c and the
+#                                      bindings in sdk/c/bindings (wit-bindgen c for a frozen WIT)
 # Folders under plugins/testing/ (test guests) and the SDK templates
 # (sdk/js/template -> js-template, sdk/js/template-controller ->
 # js-controller-template, and likewise python-* and c-*) are built the same way.
@@ -36,7 +37,7 @@ ONLY=()
 for a in "$@"; do
     case "$a" in
         -f|--force) FORCE=1 ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         -*) echo "build-plugins: unknown option $a" >&2; exit 2 ;;
         *) ONLY+=("$a") ;;
     esac
@@ -62,6 +63,7 @@ check_py() {
         || die "componentize-py missing: run 'python3 -m venv .venv && .venv/bin/pip install -r sdk/python/requirements.txt' (or scripts/setup.sh)"
 }
 WASM_COMPONENT_LD=""
+C_BINDINGS="$ROOT/sdk/c/bindings"
 check_c() {
     command -v clang-19 >/dev/null \
         || die "clang-19 not found: run 'apt-get install clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32' (or scripts/setup.sh)"
@@ -69,8 +71,6 @@ check_c() {
         || die "wasm32 compiler runtime missing: run 'apt-get install libclang-rt-19-dev-wasm32' (or scripts/setup.sh)"
     [ -d /usr/include/wasm32-wasi ] \
         || die "wasi-libc missing: run 'apt-get install wasi-libc' (or scripts/setup.sh)"
-    command -v wit-bindgen >/dev/null && wit-bindgen --version | grep -q '0\.63\.' \
-        || die "wit-bindgen 0.63 not found: run 'cargo install --locked wit-bindgen-cli@0.63.0' (or scripts/setup.sh)"
     WASM_COMPONENT_LD="$(rustc --print sysroot)/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld"
     [ -x "$WASM_COMPONENT_LD" ] || die "wasm-component-ld not found at $WASM_COMPONENT_LD: run 'rustup target add wasm32-wasip2'"
 }
@@ -133,12 +133,25 @@ build_c() {
     check_c
     local gen="$OUT/.c-gen/$name"
     rm -rf "$gen" && mkdir -p "$gen"
-    local msg
-    # Both worlds generate `plugin.h`, so sdk/c compiles against either.
-    if ! msg="$(wit-bindgen c "$wit" --world "$world" --rename-world plugin \
-        --out-dir "$gen" 2>&1)"; then
-        echo "$msg" >&2
-        die "$name: wit-bindgen c failed"
+    # Both worlds generate `plugin.h`, so sdk/c compiles against either. The
+    # current WIT's bindings are kept in sdk/c/bindings (scripts/gen-c-bindings.sh);
+    # a frozen WIT's are generated here.
+    if [ "$wit" = "$WIT" ]; then
+        local have want
+        have="$(cat "$C_BINDINGS/WIT.sha256" 2>/dev/null || true)"
+        want="$(cat "$WIT"/*.wit | sha256sum | cut -d' ' -f1)"
+        [ "$have" = "$want" ] \
+            || die "$name: sdk/c/bindings was generated from another wit/: run scripts/gen-c-bindings.sh (needs wit-bindgen: scripts/setup.sh wit-bindgen)"
+        cp "$C_BINDINGS/$world"/* "$gen"/
+    else
+        command -v wit-bindgen >/dev/null && wit-bindgen --version | grep -q '0\.63\.' \
+            || die "$name: built against ${wit#"$ROOT/"}, which needs wit-bindgen 0.63: run 'scripts/setup.sh wit-bindgen'"
+        local msg
+        if ! msg="$(wit-bindgen c "$wit" --world "$world" --rename-world plugin \
+            --out-dir "$gen" 2>&1)"; then
+            echo "$msg" >&2
+            die "$name: wit-bindgen c failed"
+        fi
     fi
     # The SDK helpers, for 0.2 plugins.
     local sdk=("$ROOT/sdk/c/wasm_informer.c" "$ROOT/sdk/c/wi_json.c")
@@ -207,7 +220,7 @@ for dir in "$ROOT"/plugins/*/ "$ROOT"/plugins/testing/*/ \
         sdk=("$ROOT/sdk/python/wasm_informer" "$ROOT/sdk/python/requirements.txt")
     elif [ -f "$dir/plugin.c" ]; then
         lang=c; main="$dir/plugin.c"
-        sdk=("$ROOT/sdk/c/wasm_informer.c" "$ROOT/sdk/c/wasm_informer.h" "$ROOT/sdk/c/wi_json.c" "$ROOT/sdk/c/wi_json.h")
+        sdk=("$ROOT/sdk/c/wasm_informer.c" "$ROOT/sdk/c/wasm_informer.h" "$ROOT/sdk/c/wi_json.c" "$ROOT/sdk/c/wi_json.h" "$ROOT/sdk/c/bindings")
     else
         die "$dir: not a plugin (expected Cargo.toml, plugin.js, app.py or plugin.c)"
     fi

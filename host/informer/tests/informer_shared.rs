@@ -181,7 +181,8 @@ async fn registry_resolves_crds_through_discovery_and_rejects_unknown_resources(
                     "group": "example.com",
                     "scope": "Namespaced",
                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                    "versions": [{"name": "v1", "served": true, "storage": true}]
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
                 }
             }),
         )
