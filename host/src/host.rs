@@ -56,7 +56,7 @@ use wasm_informer_runtime::capability::api::ClusterApi;
 use wasm_informer_runtime::capability::kube::{Grants, ProtectedLeases, Quota};
 use wasm_informer_runtime::{
     EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
-    PluginStatus,
+    PluginStatus, Stop,
 };
 
 /// Most adds and changes one reconcile applies at once. Each compiles (once
@@ -89,6 +89,9 @@ struct Slot {
     versions: u64,
     /// The plugin name's API quota (shared with every version).
     quota: Arc<Quota>,
+    /// This version's stop signal (ends its waits on the server, on write
+    /// tokens and in quarantine when the version stops).
+    stop: Arc<Stop>,
 }
 
 /// What a plugin's new version takes over from the one it replaces.
@@ -190,8 +193,20 @@ impl Slot {
     }
 
     /// Drains every runner (current event finishes, no new one starts), then
-    /// unsubscribes. Dropping the read leases may stop informers.
+    /// unsubscribes. Dropping the read leases may stop informers. A wait on
+    /// the server, on a write token or in quarantine is not waited out: the
+    /// stop signal ends it at once (the guest's call returns `unavailable`),
+    /// and the WARN names it.
     async fn stop(&mut self, grace: Duration) {
+        let cut = self.stop.raise();
+        for w in &cut {
+            tracing::warn!(
+                plugin = %self.manifest.name,
+                waited_ms = w.since.elapsed().as_millis() as u64,
+                "plugin stopped while it waited for {}; the wait was cancelled",
+                w.what
+            );
+        }
         let waits = self.parts.iter().map(|p| {
             let d = p.drain.clone();
             async move { d.close_and_wait(grace).await }
@@ -787,6 +802,7 @@ impl Host {
                 .and_then(|c| Namespace::parse(c.lease_namespace()).ok())
                 .map(|namespace| ProtectedLeases { namespace }),
             enforce_grants: true,
+            stop: Stop::new(),
         };
         let mut controller = None;
         if manifest.controller.is_some() {
@@ -858,6 +874,7 @@ impl Host {
             carried,
             versions,
             quota: services.quota.clone(),
+            stop: services.stop.clone(),
         })
     }
 

@@ -33,6 +33,7 @@ use wasm_informer_runtime::capability::api::{
     unknown_resource, ApiRequest, ApiResponse, ClusterApi, Exchange, RequestLine, Tenure,
     Transport, Verb,
 };
+use wasm_informer_runtime::Stop;
 
 /// Plugin API calls over kube-client.
 pub struct KubeApi {
@@ -159,7 +160,13 @@ fn delete_body(r: &ApiRequest) -> String {
 }
 
 impl ClusterApi for KubeApi {
-    fn call(&self, request: &ApiRequest, deadline: Instant, tenure: Option<Tenure>) -> Exchange {
+    fn call(
+        &self,
+        request: &ApiRequest,
+        deadline: Instant,
+        tenure: Option<Tenure>,
+        stop: &Stop,
+    ) -> Exchange {
         let mut deadline = deadline;
         if let Some(fence) = &self.fence {
             // A request never outlives the tenure it is sent under.
@@ -172,10 +179,16 @@ impl ClusterApi for KubeApi {
         // it has not applied by then is never applied later.
         let line = request.line(Some(deadline.saturating_duration_since(Instant::now())));
         let at = tokio::time::Instant::from_std(deadline);
-        let result = self
-            .rt
-            .block_on(async { tokio::time::timeout_at(at, self.send(request, &line)).await })
-            .unwrap_or(Err(Transport::Timeout));
+        // A stopping plugin gives up on the answer at once (the request is
+        // dropped with its connection).
+        let result = self.rt.block_on(async {
+            tokio::select! {
+                r = tokio::time::timeout_at(at, self.send(request, &line)) => {
+                    r.unwrap_or(Err(Transport::Timeout))
+                }
+                () = stop.raised() => Err(Transport::Cancelled),
+            }
+        });
         Exchange {
             sent: Some(line),
             result,

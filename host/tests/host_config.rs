@@ -87,7 +87,11 @@ fn missing_wasm_file() {
     assert_eq!(err.key.as_deref(), Some("wasm"));
     let missing = format!("file not found: {}: ", d.path("build/nope.wasm").display());
     assert!(err.reason.starts_with(&missing), "{}", err.reason);
-    assert!(err.reason.contains("build the plugin first"), "{}", err.reason);
+    assert!(
+        err.reason.contains("build the plugin first"),
+        "{}",
+        err.reason
+    );
 }
 
 #[test]

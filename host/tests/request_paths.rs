@@ -21,7 +21,13 @@ use wasm_informer_runtime::capability::kube::{KubeSettings, WriteGrant};
 struct Builtin;
 
 impl ClusterApi for Builtin {
-    fn call(&self, _: &ApiRequest, _: Instant, _: Option<Tenure>) -> Exchange {
+    fn call(
+        &self,
+        _: &ApiRequest,
+        _: Instant,
+        _: Option<Tenure>,
+        _: &wasm_informer_runtime::Stop,
+    ) -> Exchange {
         unreachable!("the property only builds requests")
     }
 }

@@ -70,6 +70,7 @@ mod restart;
 pub mod runner;
 pub mod reconciler;
 pub mod status;
+pub mod stop;
 
 pub use capability::HostServices;
 pub use check::{check_bytes, check_file, CheckError, CheckReport};
@@ -83,6 +84,7 @@ pub use plugin::{LoadError, LoadedPlugin, PluginSpec};
 pub use reconciler::{ReconcileWorker, WorkersError};
 pub use runner::PluginRunner;
 pub use status::{PluginState, PluginStatus, StatusSnapshot};
+pub use stop::{Stop, Stopped, Waiting};
 /// A compiled component, as [`PluginEngine::compile`] returns it (cheap to
 /// clone; one can back many [`LoadedPlugin`]s).
 pub use wasmtime::component::Component as CompiledComponent;

@@ -181,7 +181,11 @@ impl Reconcile<Arc<str>> for ReconcileWorker {
     }
 
     async fn ready(&mut self) {
-        self.slot.ensure_instance().await;
+        if self.slot.ensure_instance().await.is_err() {
+            // Stopped in its backoff or quarantine: never ready again (the
+            // work queue's own stop ends the worker).
+            std::future::pending::<()>().await;
+        }
     }
 
     fn own_thread(&self) -> Option<String> {

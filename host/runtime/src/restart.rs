@@ -29,6 +29,7 @@ use super::outcome::PluginTrap;
 use super::outcome::TrapKind;
 use super::plugin::LoadedPlugin;
 use super::status::{PluginState, PluginStatus};
+use super::stop::{Stop, Stopped};
 use kube_informer::cache_view::CacheView;
 
 /// What a new instance is built from. The API client and the Event recorder
@@ -43,6 +44,8 @@ pub(crate) struct Parts {
     pub(crate) log: Arc<LogSink>,
     pub(crate) kube: Option<Arc<KubeClient>>,
     pub(crate) events: Option<Arc<EventRecorder>>,
+    /// The version's stop signal: it ends a backoff or quarantine at once.
+    pub(crate) stop: Arc<Stop>,
 }
 
 impl Parts {
@@ -77,6 +80,7 @@ impl Parts {
             log,
             kube,
             events,
+            stop: services.stop,
         }
     }
 
@@ -212,8 +216,9 @@ impl Supervised {
     }
 
     /// Waits out the backoff or quarantine and builds a new instance, until one
-    /// starts.
-    pub(crate) async fn ensure_instance(&mut self) {
+    /// starts; `Err(Stopped)` at once when the version's stop is raised
+    /// meanwhile (no instance is built then).
+    pub(crate) async fn ensure_instance(&mut self) -> Result<(), Stopped> {
         while let Some(at) = self.restart_at {
             // Created in the plugin's runtime, so it can be awaited from the
             // plugin's own thread too.
@@ -221,7 +226,21 @@ impl Supervised {
                 let _in_rt = self.rt.enter();
                 tokio::time::sleep_until(at)
             };
-            sleep.await;
+            let stop = self.parts.stop.clone();
+            let what = match self.status.state() {
+                PluginState::Quarantined => format!(
+                    "the end of its quarantine ({} s after {} consecutive failures)",
+                    self.parts.plugin.spec.limits.quarantine_seconds, self.consecutive_failures
+                ),
+                _ => "the end of its restart backoff".to_string(),
+            };
+            {
+                let _w = stop.waiting_on(what);
+                tokio::select! {
+                    () = sleep => {}
+                    () = stop.raised() => return Err(Stopped),
+                }
+            }
             self.status.set_state(PluginState::Starting);
             match self.start_instance().await {
                 Ok(()) => {
@@ -239,6 +258,10 @@ impl Supervised {
                     self.fail();
                 }
             }
+        }
+        match self.parts.stop.is_raised() {
+            true if self.instance.is_none() => Err(Stopped),
+            _ => Ok(()),
         }
     }
 }

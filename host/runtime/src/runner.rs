@@ -198,7 +198,14 @@ impl Handler for PluginRunner {
     }
 
     async fn handle_batch(&mut self, batch: Vec<NotificationRef>) -> Vec<Handled> {
-        self.slot.ensure_instance().await;
+        if self.slot.ensure_instance().await.is_err() {
+            // Stopped in its backoff or quarantine: the version is going
+            // away and delivers nothing more.
+            return vec![Handled {
+                delivery: Delivery::Restarted,
+                at: StdInstant::now(),
+            }];
+        }
         let outcomes = self.call(batch).await;
         let mut out = Vec::with_capacity(outcomes.len());
         for (outcome, at) in outcomes {

@@ -42,7 +42,13 @@ struct RecordingApi {
 }
 
 impl ClusterApi for RecordingApi {
-    fn call(&self, request: &ApiRequest, _deadline: Instant, _tenure: Option<Tenure>) -> Exchange {
+    fn call(
+        &self,
+        request: &ApiRequest,
+        _deadline: Instant,
+        _tenure: Option<Tenure>,
+        _stop: &wasm_informer_runtime::Stop,
+    ) -> Exchange {
         self.requests.lock().push(request.clone());
         let body = request
             .body

@@ -14,6 +14,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::stop::Stop;
 use kube_informer::names::quoted;
 use kube_informer::resource::{ResourceId, ResourceSpec};
 
@@ -41,6 +42,10 @@ pub enum Transport {
     /// The request could not be made or the connection failed.
     #[error("{0}")]
     Failed(String),
+    /// The plugin version stopped while the request was in flight: the host
+    /// gave up on the answer (the server may still have applied it).
+    #[error("cancelled in flight: the plugin is stopping")]
+    Cancelled,
 }
 
 /// One lease tenure of this replica: the term in which it holds the lease
@@ -55,13 +60,22 @@ pub struct Tenure(pub u64);
 /// The API server, as the host lets the runtime reach it.
 ///
 /// Called on a plugin's own thread (never on an async worker), so an
-/// implementation may block until `deadline`.
+/// implementation may block until `deadline`, or until `stop` is raised.
 pub trait ClusterApi: Send + Sync + 'static {
     /// Sends one request and returns the server's answer by `deadline`.
     /// `tenure` is the tenure the calling event or reconcile began in (see
     /// [`ClusterApi::tenure`]); a fenced implementation sends nothing unless
     /// that tenure is still current and lasts past the request's deadline.
-    fn call(&self, request: &ApiRequest, deadline: Instant, tenure: Option<Tenure>) -> Exchange;
+    /// An implementation that waits on the network gives up with
+    /// [`Transport::Cancelled`] as soon as `stop` is raised
+    /// ([`Stop::raised`]).
+    fn call(
+        &self,
+        request: &ApiRequest,
+        deadline: Instant,
+        tenure: Option<Tenure>,
+        stop: &Stop,
+    ) -> Exchange;
 
     /// The tenure a call into the guest that starts now begins in: `None`
     /// when this host has no leases (always allowed) or holds none now.

@@ -75,6 +75,10 @@ pub struct HostServices {
     /// with the host's check out of the way.
     #[doc(hidden)]
     pub enforce_grants: bool,
+    /// The stop signal of this plugin version: raised by the host when the
+    /// version stops, it ends the version's waits on the server, on write
+    /// tokens and in quarantine at once ([`crate::stop`]).
+    pub stop: Arc<crate::stop::Stop>,
 }
 
 impl std::fmt::Debug for HostServices {
@@ -113,6 +117,7 @@ impl HostServices {
             act_as: None,
             protected: None,
             enforce_grants: true,
+            stop: crate::stop::Stop::new(),
         }
     }
 

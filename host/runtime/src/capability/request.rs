@@ -513,7 +513,13 @@ mod tests {
     struct Builtin;
 
     impl ClusterApi for Builtin {
-        fn call(&self, _: &ApiRequest, _: Instant, _: Option<Tenure>) -> Exchange {
+        fn call(
+            &self,
+            _: &ApiRequest,
+            _: Instant,
+            _: Option<Tenure>,
+            _: &crate::stop::Stop,
+        ) -> Exchange {
             unreachable!("nothing is sent in these tests")
         }
     }

@@ -248,7 +248,13 @@ impl FixtureApi {
 }
 
 impl ClusterApi for FixtureApi {
-    fn call(&self, request: &ApiRequest, deadline: Instant, tenure: Option<Tenure>) -> Exchange {
+    fn call(
+        &self,
+        request: &ApiRequest,
+        deadline: Instant,
+        tenure: Option<Tenure>,
+        stop: &wasm_informer_runtime::Stop,
+    ) -> Exchange {
         if request.resource() == EVENTS_RESOURCE {
             return Exchange {
                 sent: Some(request.line(None)),
@@ -278,7 +284,7 @@ impl ClusterApi for FixtureApi {
                 d.resource_version = Some(ids.sim_rv.clone());
             }
         }
-        let Exchange { sent, result } = self.kube.call(&sent, deadline, tenure);
+        let Exchange { sent, result } = self.kube.call(&sent, deadline, tenure, stop);
         self.effects.push(Effect::Request {
             request: Box::new(request.clone()),
             code: result.as_ref().map(|a| a.code).unwrap_or(0),

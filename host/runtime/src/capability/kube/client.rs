@@ -21,6 +21,7 @@ use crate::capability::api::{
 };
 use crate::capability::HostServices;
 use crate::status::PluginStatus;
+use crate::stop::Stop;
 
 /// One cause of an `invalid` answer (`details.causes` of the Status).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
@@ -196,6 +197,8 @@ pub struct KubeClient {
     api: Arc<dyn ClusterApi>,
     quota: Arc<Quota>,
     status: Arc<PluginStatus>,
+    /// The version's stop signal: a raise ends its waits at once.
+    stop: Arc<Stop>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -239,6 +242,7 @@ impl KubeClient {
             api,
             quota: services.quota.clone(),
             status,
+            stop: services.stop.clone(),
         }
     }
 
@@ -417,7 +421,7 @@ impl KubeClient {
             },
             Refusal::Forbidden(m) => KubeError::Forbidden(m),
         };
-        let throttled = self.quota.take(deadline) == Ticket::TooLate;
+        let throttled = self.quota.take(deadline, &self.stop) == Ticket::TooLate;
         if let Some(suppressed) = self.quota.refusal() {
             self.audit_refusal(request, &error, suppressed, started);
         }
@@ -447,22 +451,44 @@ impl KubeClient {
     ) {
         let mut attempt = 0;
         let mut last_line = None;
+        let stopping = |last_line: Option<RequestLine>| {
+            (
+                last_line,
+                Err((
+                    KubeError::Unavailable(format!("not sent: plugin {} is stopping", self.plugin)),
+                    None,
+                )),
+            )
+        };
         loop {
-            if self.quota.take(deadline) == Ticket::TooLate {
-                let s = self.grants.current();
-                return (
-                    last_line,
-                    Err((
-                        KubeError::RateLimited(format!(
-                            "plugin {}: write_qps {} (burst {}) leaves no request before the \
-                             call's deadline",
-                            self.plugin, s.write_qps, s.write_burst
+            match self.quota.take(deadline, &self.stop) {
+                Ticket::After(_) => {}
+                Ticket::Stopped => return stopping(last_line),
+                Ticket::TooLate => {
+                    let s = self.grants.current();
+                    return (
+                        last_line,
+                        Err((
+                            KubeError::RateLimited(format!(
+                                "plugin {}: write_qps {} (burst {}) leaves no request before the \
+                                 call's deadline",
+                                self.plugin, s.write_qps, s.write_burst
+                            )),
+                            None,
                         )),
-                        None,
-                    )),
-                );
+                    );
+                }
             }
-            let Exchange { sent, result } = self.api.call(request, deadline, tenure);
+            if self.stop.is_raised() {
+                return stopping(last_line);
+            }
+            let Exchange { sent, result } = {
+                let line = request.line(None);
+                let _w = self
+                    .stop
+                    .waiting_on(format!("an API call: {} {}", line.method, line.path));
+                self.api.call(request, deadline, tenure, &self.stop)
+            };
             if sent.is_some() {
                 last_line = sent;
             }
@@ -483,6 +509,20 @@ impl KubeClient {
                 Err(Transport::Failed(m)) => {
                     return (last_line, Err((KubeError::Unavailable(m), None)))
                 }
+                Err(Transport::Cancelled) => {
+                    return (
+                        last_line,
+                        Err((
+                            KubeError::Unavailable(format!(
+                                "cancelled in flight after {} ms: plugin {} is stopping (the \
+                                 server may have applied the request)",
+                                started.elapsed().as_millis(),
+                                self.plugin
+                            )),
+                            None,
+                        )),
+                    )
+                }
             };
             if (200..300).contains(&resp.code) {
                 let body = (!is_status(&resp.body)).then_some(resp.body);
@@ -492,7 +532,16 @@ impl KubeClient {
             if let (true, Some(after)) = (retryable, resp.retry_after) {
                 if attempt < MAX_RETRIES && Instant::now() + after < deadline {
                     attempt += 1;
-                    std::thread::sleep(after);
+                    let paused = {
+                        let _w = self.stop.waiting_on(format!(
+                            "Retry-After {} s of the API server",
+                            after.as_secs()
+                        ));
+                        self.stop.sleep(after)
+                    };
+                    if paused.is_err() {
+                        return stopping(last_line);
+                    }
                     continue;
                 }
             }

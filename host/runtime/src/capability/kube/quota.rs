@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::rate::TokenBucket;
+use crate::stop::{Stop, Stopped};
 
 /// Audit lines of refused calls per second and plugin.
 pub const REFUSAL_LINES_PER_SEC: f64 = 1.0;
@@ -49,6 +50,8 @@ pub enum Ticket {
     After(Duration),
     /// No token comes before the deadline; nothing was taken.
     TooLate,
+    /// The plugin version stopped while it waited; nothing was taken.
+    Stopped,
 }
 
 /// Counters of a quota, as the metrics and the report show them.
@@ -93,8 +96,11 @@ impl Quota {
     }
 
     /// Takes one token, waiting for it on this thread, unless none comes
-    /// before `deadline`.
-    pub fn take(&self, deadline: Instant) -> Ticket {
+    /// before `deadline` or `stop` is raised meanwhile.
+    pub fn take(&self, deadline: Instant, stop: &Stop) -> Ticket {
+        if stop.is_raised() {
+            return Ticket::Stopped;
+        }
         let now = Instant::now();
         let wait = self
             .bucket
@@ -106,11 +112,21 @@ impl Quota {
             Some(w) => {
                 self.throttled.fetch_add(1, Ordering::Relaxed);
                 self.waiting.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(w);
+                let started = Instant::now();
+                let slept = {
+                    let _w =
+                        stop.waiting_on(format!("a write token (write_qps {})", self.rate().0));
+                    stop.sleep(w)
+                };
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
                 self.waited_micros
-                    .fetch_add(w.as_micros() as u64, Ordering::Relaxed);
-                Ticket::After(w)
+                    .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                match slept {
+                    // The reserved token is spent: a stopped version makes no
+                    // more calls, and the bucket is the name's, not the version's.
+                    Ok(()) => Ticket::After(w),
+                    Err(Stopped) => Ticket::Stopped,
+                }
             }
         }
     }
@@ -167,21 +183,27 @@ mod tests {
     fn a_reload_does_not_refill() {
         let q = Quota::new(1.0, 2);
         let far = Instant::now() + Duration::from_secs(60);
-        assert_eq!(q.take(Instant::now()), Ticket::After(Duration::ZERO));
-        assert_eq!(q.take(Instant::now()), Ticket::After(Duration::ZERO));
+        assert_eq!(
+            q.take(Instant::now(), &Stop::default()),
+            Ticket::After(Duration::ZERO)
+        );
+        assert_eq!(
+            q.take(Instant::now(), &Stop::default()),
+            Ticket::After(Duration::ZERO)
+        );
         q.configure(1.0, 2);
         assert_eq!(
-            q.take(Instant::now()),
+            q.take(Instant::now(), &Stop::default()),
             Ticket::TooLate,
             "no token after a reload"
         );
         q.configure(2.0, 4);
         assert_eq!(
-            q.take(Instant::now()),
+            q.take(Instant::now(), &Stop::default()),
             Ticket::TooLate,
             "a larger burst is not a refill"
         );
-        assert!(matches!(q.take(far), Ticket::After(w) if w > Duration::ZERO));
+        assert!(matches!(q.take(far, &Stop::default()), Ticket::After(w) if w > Duration::ZERO));
         assert_eq!(q.stats().throttled, 1);
     }
 }
