@@ -516,9 +516,18 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
         ["api", v] => return get_only(discovery::resource_list(registry, "", v)),
         ["apis", g] => return get_only(discovery::group(registry, g)),
         ["apis", g, v] => return get_only(discovery::resource_list(registry, g, v)),
-        ["openapi", "v3"] => return get_only(Some(discovery::openapi_root(registry))),
+        ["openapi", "v3"] => {
+            return get_only(Some(discovery::openapi_root(
+                registry,
+                app.config.sharded_list_and_watch,
+            )))
+        }
         ["openapi", "v3", rest @ ..] => {
-            return get_only(discovery::openapi_group_version(registry, &rest.join("/")))
+            return get_only(discovery::openapi_group_version(
+                registry,
+                &rest.join("/"),
+                app.config.sharded_list_and_watch,
+            ))
         }
         _ => {}
     }

@@ -677,3 +677,26 @@ async fn kube_client_lists_one_shard_with_the_parameter() {
     });
     assert_eq!(seen.len(), 2, "both lists carried the selector");
 }
+
+// ---- discovery -------------------------------------------------------------------------------
+
+/// Whether the server's OpenAPI v3 document for core v1 offers `shardSelector` on pod lists.
+async fn openapi_offers_shard_selector(sim: &RunningSim) -> bool {
+    let root = get(sim, "/openapi/v3").await.json();
+    let url = root["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("core v1 is published")
+        .to_string();
+    let doc = get(sim, &url).await.json();
+    doc["paths"]["/api/v1/namespaces/{namespace}/pods"]["get"]["parameters"]
+        .as_array()
+        .is_some_and(|ps| ps.iter().any(|p| p["name"] == "shardSelector"))
+}
+
+#[tokio::test]
+async fn openapi_v3_offers_the_shard_selector_exactly_when_the_gate_is_on() {
+    let on = start(gate_on()).await;
+    assert!(openapi_offers_shard_selector(&on).await);
+    let off = start(SimConfig::default()).await;
+    assert!(!openapi_offers_shard_selector(&off).await);
+}
