@@ -341,6 +341,10 @@ enum Expr {
         name: String,
         args: Vec<Expr>,
     },
+    /// A call on a receiver, `x.f(args)`.
+    Method {
+        name: String,
+    },
 }
 
 impl Expr {
@@ -350,7 +354,7 @@ impl Expr {
             Expr::Select(..) => "field selection",
             Expr::Str(_) | Expr::Num(_) => "literal",
             Expr::List => "list",
-            Expr::Call { .. } => "call",
+            Expr::Call { .. } | Expr::Method { .. } => "call",
         }
     }
 }
@@ -479,9 +483,8 @@ impl Parser<'_> {
                     None => return syntax("expected a field name after '.', got end of input"),
                 };
                 if self.eat("(") {
-                    // A receiver call: the receiver is not an argument (CEL's target).
-                    let args = self.args()?;
-                    e = Expr::Call { name, args };
+                    self.args()?;
+                    e = Expr::Method { name };
                 } else {
                     e = Expr::Select(Box::new(e), name);
                 }
@@ -583,6 +586,11 @@ fn collect(
         }
         Expr::Call { name, .. } => err(format!(
             "unsupported function {name:?}; only shardRange() and || are allowed"
+        )),
+        // CEL would accept `x.shardRange(...)` as a call with a target; the KEP's syntax has
+        // none, so a method call is refused whatever its name.
+        Expr::Method { name } => err(format!(
+            "unsupported method call .{name}(); only shardRange() and || are allowed"
         )),
         other => err(format!(
             "unexpected expression kind {}; expected shardRange() call or || operator",
@@ -731,6 +739,7 @@ mod tests {
             ("shardRange(object.metadata.uid, '0x0000000000000000', '0x20000000000000000')", "17-digit hex value must be '0x10000000000000000'"),
             ("shardRange('object.metadata.uid', '0x0000000000000000', '0x8000000000000000')", "shardRange() first argument: expected field path"),
             ("object.metadata.uid", "unexpected expression kind field selection"),
+            ("object.shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')", "unsupported method call .shardRange()"),
             ("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000'", "CEL parse error"),
             ("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') ||", "CEL parse error"),
             ("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') shardRange", "CEL parse error"),
@@ -749,6 +758,89 @@ mod tests {
         assert!(refused(&deep).contains("nests deeper"));
         let negs = "!".repeat(10_000);
         assert!(refused(&negs).contains("nests deeper"));
+    }
+
+    #[test]
+    fn random_token_soup_never_panics_and_what_parses_round_trips() {
+        use rand::{Rng, SeedableRng};
+        const PIECES: [&str; 26] = [
+            "shardRange",
+            "(",
+            ")",
+            "object.metadata.uid",
+            "object.metadata.namespace",
+            ",",
+            "'0x0000000000000000'",
+            "'0x8000000000000000'",
+            "'0x10000000000000000'",
+            "||",
+            "&&",
+            " ",
+            "'",
+            "\"",
+            "0x",
+            "1",
+            "[",
+            "]",
+            "!",
+            "-",
+            ".",
+            "?",
+            ":",
+            "é",
+            "\\",
+            "shardRange(",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5866);
+        let mut parsed = 0;
+        for _ in 0..20_000 {
+            let n = rng.random_range(1..24);
+            let s: String = (0..n)
+                .map(|_| PIECES[rng.random_range(0..PIECES.len())])
+                .collect();
+            if let Ok(sel) = ShardSelector::parse(&s) {
+                parsed += 1;
+                assert_eq!(ShardSelector::parse(&sel.to_string()).unwrap(), sel, "{s}");
+            }
+        }
+        assert!(parsed < 20_000);
+        // Well-formed selectors in random spacing and quoting parse to their ranges and print
+        // back to themselves.
+        for _ in 0..2_000 {
+            let field = if rng.random_bool(0.5) {
+                "uid"
+            } else {
+                "namespace"
+            };
+            let ranges: Vec<(u64, u128)> = (0..rng.random_range(1..5))
+                .map(|_| {
+                    let a: u64 = rng.random();
+                    let b: u128 = if rng.random_bool(0.2) {
+                        HASH_SPACE_END
+                    } else {
+                        u128::from(a) + 1 + u128::from(rng.random::<u64>() >> 1)
+                    };
+                    (a, b.min(HASH_SPACE_END))
+                })
+                .collect();
+            let sp = |r: &mut rand::rngs::StdRng| " ".repeat(r.random_range(0..3));
+            let q = if rng.random_bool(0.5) { '\'' } else { '"' };
+            let text = ranges
+                .iter()
+                .map(|(a, b)| {
+                    format!(
+                        "{}shardRange({}object.metadata.{field}{},{}{q}0x{a:016x}{q}{},{}{q}0x{b:016x}{q}{}){}",
+                        sp(&mut rng), sp(&mut rng), sp(&mut rng), sp(&mut rng), sp(&mut rng),
+                        sp(&mut rng), sp(&mut rng), sp(&mut rng)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("||");
+            let sel = ShardSelector::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let got: Vec<(u64, u128)> = sel.ranges().iter().map(|r| (r.start(), r.end())).collect();
+            assert_eq!(got, ranges, "{text}");
+            assert_eq!(ShardSelector::parse(&sel.to_string()).unwrap(), sel);
+        }
     }
 
     #[test]
