@@ -700,3 +700,44 @@ async fn openapi_v3_offers_the_shard_selector_exactly_when_the_gate_is_on() {
     let off = start(SimConfig::default()).await;
     assert!(!openapi_offers_shard_selector(&off).await);
 }
+
+// ---- kubectl ---------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_raw_reads_one_shard_and_prints_the_refusal_of_a_malformed_one() {
+    let sim = start(gate_on()).await;
+    let all = seed(&sim);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kc).unwrap();
+    let kubectl = |path: String| {
+        let mut cmd = tokio::process::Command::new(kubectl_path());
+        cmd.arg("--kubeconfig")
+            .arg(&kc)
+            .args(["get", "--raw", &path]);
+        cmd.kill_on_drop(true);
+        cmd
+    };
+    let ranges = &three_shards()[2];
+    let sel = selector("uid", ranges);
+    let path = format!("/api/v1/configmaps?shardSelector={}", enc(&sel));
+    let o = kubectl_output(kubectl(path.clone()), &["get", "--raw", &path]).await;
+    assert!(o.ok, "{}", o.stderr);
+    let list: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(list["metadata"]["shardInfo"]["selector"], sel.as_str());
+    let want: BTreeSet<String> = all
+        .keys()
+        .filter(|u| in_ranges(model_fnv1a_64(u.as_bytes()), ranges))
+        .cloned()
+        .collect();
+    assert_eq!(uids(&list).into_iter().collect::<BTreeSet<_>>(), want);
+
+    let bad = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
+    let path = format!("/api/v1/configmaps?shardSelector={}", enc(bad));
+    let o = kubectl_output(kubectl(path.clone()), &["get", "--raw", &path]).await;
+    assert!(!o.ok);
+    assert_eq!(
+        o.stderr,
+        "Error from server (BadRequest): invalid shardSelector: hexStart must be a 0x-prefixed 16-digit hex value, got \"0x0\" (did you mean \"0x0000000000000000\"?)\n"
+    );
+}
