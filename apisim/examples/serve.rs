@@ -7,7 +7,8 @@
 //! `--history-window N`, `--authentication` (bearer tokens; no token is `system:anonymous`),
 //! `--rbac` (RBAC and impersonation enforced; implies `--authentication`),
 //! `--token TOKEN,USER[,GROUP...]` (repeatable; the token file's column order), `--admin-token TOKEN` (the kubeconfig's),
-//! `--tls` (serve HTTPS with the built-in certificate; kubectl sends credentials only over https).
+//! `--tls` (serve HTTPS with the built-in certificate; kubectl sends credentials only over https),
+//! `--sharded-list-and-watch` (the `ShardedListAndWatch` gate: `shardSelector`, KEP-5866).
 
 use std::time::Duration;
 
@@ -92,6 +93,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--authentication" => a.config.authentication = true,
             "--rbac" => a.config.rbac = true,
             "--tls" => a.config.tls = true,
+            "--sharded-list-and-watch" => a.config.sharded_list_and_watch = true,
             "--admin-token" => a.config.admin_token = val()?,
             "--token" => {
                 let v = val()?;

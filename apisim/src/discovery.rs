@@ -165,21 +165,25 @@ fn gv_path(group: &str, version: &str) -> String {
     }
 }
 
-/// `/openapi/v3`: one entry per served group-version.
-pub fn openapi_root(registry: &Registry) -> Value {
+/// `/openapi/v3`: one entry per served group-version. `sharding` is the `ShardedListAndWatch`
+/// gate, which changes the documents (and so their hashes).
+pub fn openapi_root(registry: &Registry, sharding: bool) -> Value {
     let mut paths = serde_json::Map::new();
     for (_, t) in registry.all() {
         let p = gv_path(&t.group, &t.version);
         paths.entry(p.clone()).or_insert_with(|| {
-            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", hash_of(registry, &t.group, &t.version))})
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={}", hash_of(registry, &t.group, &t.version, sharding))})
         });
     }
     json!({"paths": paths})
 }
 
-fn hash_of(registry: &Registry, group: &str, version: &str) -> String {
+fn hash_of(registry: &Registry, group: &str, version: &str, sharding: bool) -> String {
     // Changes whenever the set of kinds in the group-version changes, as the real hash does.
     let mut h: u64 = 0xcbf29ce484222325;
+    if sharding {
+        h = (h ^ u64::from(b'S')).wrapping_mul(0x100000001b3);
+    }
     for (_, t) in registry.all() {
         if t.group == group && t.version == version {
             for b in t.plural.bytes().chain(t.kind.bytes()) {
@@ -192,8 +196,11 @@ fn hash_of(registry: &Registry, group: &str, version: &str) -> String {
 
 /// `/openapi/v3/api/v1` or `/openapi/v3/apis/G/V`: a `patch` operation per kind carrying
 /// `x-kubernetes-group-version-kind` and the `fieldValidation` parameter, which is what kubectl
-/// checks to decide that the server validates fields. No schemas are published.
-pub fn openapi_group_version(registry: &Registry, gv: &str) -> Option<Value> {
+/// checks to decide that the server validates fields. No schemas are published. With
+/// `sharding` (the `ShardedListAndWatch` gate) each collection also has its `list` operation
+/// with the list parameters and `shardSelector`, which is how a client can tell, before it
+/// lists, that the server shards (KEP-5866); without it no list operation is published.
+pub fn openapi_group_version(registry: &Registry, gv: &str, sharding: bool) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     let mut found = false;
     for (_, t) in registry.all() {
@@ -232,7 +239,11 @@ pub fn openapi_group_version(registry: &Registry, gv: &str) -> Option<Value> {
         } else {
             format!("{base}/{}", t.plural)
         };
-        paths.insert(coll, json!({"post": op("post", "create")}));
+        let mut ops = json!({"post": op("post", "create")});
+        if sharding {
+            ops["get"] = list_operation(&t.kind, &gvk);
+        }
+        paths.insert(coll, ops);
     }
     if !found {
         return None;
@@ -243,6 +254,35 @@ pub fn openapi_group_version(registry: &Registry, gv: &str) -> Option<Value> {
         "paths": paths,
         "components": {"schemas": {}}
     }))
+}
+
+/// The `list` operation of a collection, with the list parameters and `shardSelector`.
+fn list_operation(kind: &str, gvk: &Value) -> Value {
+    let q = |name: &str, ty: &str| json!({"name": name, "in": "query", "schema": {"type": ty, "uniqueItems": true}});
+    json!({
+        "operationId": format!("list{kind}"),
+        "parameters": [
+            q("allowWatchBookmarks", "boolean"),
+            q("continue", "string"),
+            q("fieldSelector", "string"),
+            q("labelSelector", "string"),
+            q("limit", "integer"),
+            q("resourceVersion", "string"),
+            q("resourceVersionMatch", "string"),
+            q("sendInitialEvents", "boolean"),
+            {
+                "name": "shardSelector",
+                "in": "query",
+                "description": "shardSelector restricts the list of returned objects by a CEL-based shard selection expression: shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000'), several ORed with ||. This is an alpha field and requires enabling the ShardedListAndWatch feature gate.",
+                "schema": {"type": "string", "uniqueItems": true}
+            },
+            q("timeoutSeconds", "integer"),
+            q("watch", "boolean")
+        ],
+        "responses": {"200": {"description": "OK"}},
+        "x-kubernetes-action": "list",
+        "x-kubernetes-group-version-kind": gvk,
+    })
 }
 
 #[cfg(test)]
@@ -262,13 +302,13 @@ mod tests {
             .unwrap()
             .iter()
             .any(|x| x["name"] == "ex.io"));
-        assert!(openapi_root(&r)["paths"]["apis/ex.io/v1"].is_object());
+        assert!(openapi_root(&r, false)["paths"]["apis/ex.io/v1"].is_object());
     }
 
     #[test]
     fn openapi_has_field_validation() {
         let r = Registry::with_builtins();
-        let d = openapi_group_version(&r, "api/v1").unwrap();
+        let d = openapi_group_version(&r, "api/v1", false).unwrap();
         let p = &d["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
         assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "Pod");
         assert!(p["parameters"]
@@ -276,5 +316,22 @@ mod tests {
             .unwrap()
             .iter()
             .any(|x| x["name"] == "fieldValidation"));
+    }
+
+    #[test]
+    fn openapi_advertises_shard_selector_only_with_the_gate() {
+        let r = Registry::with_builtins();
+        let coll = "/api/v1/namespaces/{namespace}/pods";
+        let off = openapi_group_version(&r, "api/v1", false).unwrap();
+        assert!(off["paths"][coll].get("get").is_none());
+        let on = openapi_group_version(&r, "api/v1", true).unwrap();
+        let list = &on["paths"][coll]["get"];
+        assert_eq!(list["x-kubernetes-action"], "list");
+        assert!(list["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["name"] == "shardSelector"));
+        assert_ne!(openapi_root(&r, false), openapi_root(&r, true));
     }
 }

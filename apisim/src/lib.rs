@@ -40,6 +40,7 @@ pub mod request_log;
 pub mod resource;
 pub mod scale;
 pub mod server;
+pub mod shard;
 pub mod status;
 pub mod store;
 pub mod table;
@@ -61,6 +62,7 @@ pub use object::{ObjectRef, StoredObject};
 pub use request_info::{parse_request_path, BadPath, RequestTarget};
 pub use request_log::{RequestLog, RequestRecord};
 pub use resource::{ResourceId, ResourceType};
+pub use shard::{fnv1a_64, ShardField, ShardRange, ShardSelector};
 pub use status::ApiError;
 pub use store::{
     ChangeType, DeleteOptions, ListRequest, ListVersion, Propagation, Store, Subresource,
@@ -100,6 +102,12 @@ pub struct SimConfig {
     /// Serve HTTPS with the built-in self-signed certificate ([`tls`]): kubectl sends tokens
     /// and `--as` only to an https server. Kubeconfigs then carry the certificate. Default off.
     pub tls: bool,
+    /// The apiserver's alpha feature gate `ShardedListAndWatch` (KEP-5866): list, watch and
+    /// deletecollection honour the `shardSelector` query parameter (see [`shard`]), refuse a
+    /// malformed one with 400, and lists carry `metadata.shardInfo.selector`. Off by default:
+    /// the parameter is ignored, even when malformed, and no `shardInfo` appears, as on a
+    /// server without the feature.
+    pub sharded_list_and_watch: bool,
 }
 
 impl SimConfig {
@@ -121,6 +129,7 @@ impl Default for SimConfig {
             rbac: false,
             admin_token: uuid::Uuid::new_v4().to_string(),
             tls: false,
+            sharded_list_and_watch: false,
         }
     }
 }

@@ -166,6 +166,11 @@ impl StoredObject {
         labels.matches(&self.labels) && fields.matches(|p| self.field(p))
     }
 
+    /// Whether this object is in `shard` (by its uid or namespace, KEP-5866).
+    pub fn in_shard(&self, shard: &crate::shard::ShardSelector) -> bool {
+        shard.matches(&self.uid, &self.namespace)
+    }
+
     /// A copy of this version with `metadata.resourceVersion` rewritten (used for DELETED events,
     /// which carry the deletion's resourceVersion).
     pub fn with_rv(&self, rt: &ResourceType, rv: u64) -> StoredObject {

@@ -6,6 +6,7 @@
 use std::time::Duration;
 use wasm_informer_selector::{FieldSelector, LabelSelector};
 
+use crate::shard::ShardSelector;
 use crate::status::ApiError;
 use crate::store::{ListRequest, ListVersion};
 
@@ -129,6 +130,22 @@ impl Query {
             .map_err(|e| ApiError::bad_request(format!("invalid fieldSelector: {e}")))
     }
 
+    /// The shard selector (`shardSelector`, KEP-5866) when `gate` (`ShardedListAndWatch`) is on:
+    /// None when the parameter is absent or empty, a 400 naming the parameter and the reason
+    /// when it is malformed. With the gate off the parameter is ignored, malformed or not, as a
+    /// server without the feature ignores an unknown parameter.
+    pub fn shard_selector(&self, gate: bool) -> Result<Option<ShardSelector>, ApiError> {
+        if !gate {
+            return Ok(None);
+        }
+        match self.get("shardSelector") {
+            None | Some("") => Ok(None),
+            Some(v) => ShardSelector::parse(v)
+                .map(Some)
+                .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}"))),
+        }
+    }
+
     /// `resourceVersion` as a number; None when unset or empty.
     pub fn resource_version(&self) -> Result<Option<u64>, ApiError> {
         match self.get("resourceVersion") {
@@ -148,8 +165,13 @@ impl Query {
             .map(Duration::from_secs))
     }
 
-    /// The list request these parameters describe, in `namespace`.
-    pub fn list_request(&self, namespace: Option<&str>) -> Result<ListRequest, ApiError> {
+    /// The list request these parameters describe, in `namespace`; `sharding` is the
+    /// `ShardedListAndWatch` gate (see [`Query::shard_selector`]).
+    pub fn list_request(
+        &self,
+        namespace: Option<&str>,
+        sharding: bool,
+    ) -> Result<ListRequest, ApiError> {
         let rv = self.resource_version()?;
         let limit = self.parse_num::<usize>("limit")?;
         let version = match (self.get("resourceVersionMatch").unwrap_or(""), rv) {
@@ -190,6 +212,7 @@ impl Query {
                 .filter(|c| !c.is_empty())
                 .map(str::to_string),
             version,
+            shard: self.shard_selector(sharding)?,
         })
     }
 }
@@ -203,7 +226,7 @@ mod tests {
         let q = Query::parse("fieldSelector=metadata.name%3Dweb&limit=500&resourceVersion=0&labelSelector=a+in+(x%2Cy)");
         assert_eq!(q.get("fieldSelector"), Some("metadata.name=web"));
         assert_eq!(q.get("labelSelector"), Some("a in (x,y)"));
-        let r = q.list_request(None).unwrap();
+        let r = q.list_request(None, false).unwrap();
         assert_eq!(r.limit, Some(500));
         assert_eq!(r.version, ListVersion::Latest);
     }
@@ -211,18 +234,20 @@ mod tests {
     #[test]
     fn rv_semantics() {
         let r = Query::parse("resourceVersion=7&limit=5")
-            .list_request(None)
+            .list_request(None, false)
             .unwrap();
         assert_eq!(r.version, ListVersion::Exact(7));
         let r = Query::parse("resourceVersion=7")
-            .list_request(None)
+            .list_request(None, false)
             .unwrap();
         assert_eq!(r.version, ListVersion::NotOlderThan(7));
         let e = Query::parse("resourceVersionMatch=Bogus&resourceVersion=1")
-            .list_request(None)
+            .list_request(None, false)
             .unwrap_err();
         assert_eq!(e.code, 400);
-        let e = Query::parse("limit=abc").list_request(None).unwrap_err();
+        let e = Query::parse("limit=abc")
+            .list_request(None, false)
+            .unwrap_err();
         assert!(e.message.contains("limit"));
     }
 

@@ -516,9 +516,18 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
         ["api", v] => return get_only(discovery::resource_list(registry, "", v)),
         ["apis", g] => return get_only(discovery::group(registry, g)),
         ["apis", g, v] => return get_only(discovery::resource_list(registry, g, v)),
-        ["openapi", "v3"] => return get_only(Some(discovery::openapi_root(registry))),
+        ["openapi", "v3"] => {
+            return get_only(Some(discovery::openapi_root(
+                registry,
+                app.config.sharded_list_and_watch,
+            )))
+        }
         ["openapi", "v3", rest @ ..] => {
-            return get_only(discovery::openapi_group_version(registry, &rest.join("/")))
+            return get_only(discovery::openapi_group_version(
+                registry,
+                &rest.join("/"),
+                app.config.sharded_list_and_watch,
+            ))
         }
         _ => {}
     }
@@ -557,7 +566,7 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
             if q.flag("watch") {
                 watch(app, &t, q, table).await
             } else {
-                let req = q.list_request(ns.as_deref())?;
+                let req = q.list_request(ns.as_deref(), app.config.sharded_list_and_watch)?;
                 if let Some(tok) = &req.continue_token {
                     if app.faults.take_continue_expiry() {
                         app.faults.note_continue_expiry();
@@ -602,7 +611,8 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
             Ok(applied(json_response(201, o.json.clone()), o.rv))
         }
         (Method::DELETE, None, None) => {
-            let req = q.list_request(ns.as_deref())?;
+            let req = q.list_request(ns.as_deref(), app.config.sharded_list_and_watch)?;
+            let req_shard = req.shard.as_ref().map(ToString::to_string);
             let page = app.store.list(
                 t.rid,
                 &ListRequest {
@@ -629,6 +639,7 @@ async fn route(app: &App, ctx: &Ctx<'_>, body: Bytes) -> Result<Response, ApiErr
                 items: deleted,
                 continue_token: None,
                 remaining: None,
+                shard_info: req_shard,
             };
             Ok(applied(json_response(200, list_body(&t.rt, &page)), last))
         }
@@ -935,6 +946,11 @@ pub fn list_body(rt: &ResourceType, page: &ListPage) -> Bytes {
         b.put_slice(b",\"remainingItemCount\":");
         b.put_slice(r.to_string().as_bytes());
     }
+    if let Some(s) = &page.shard_info {
+        b.put_slice(b",\"shardInfo\":{\"selector\":");
+        b.put_slice(&serde_json::to_vec(s).expect("a string serializes"));
+        b.put_slice(b"}");
+    }
     b.put_slice(b"},\"items\":[");
     for (i, o) in page.items.iter().enumerate() {
         if i > 0 {
@@ -992,6 +1008,7 @@ async fn wait_fresh(app: &App, rv: u64) -> bool {
 
 async fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response, ApiError> {
     let rv = q.resource_version()?;
+    let shard = q.shard_selector(app.config.sharded_list_and_watch)?;
     let send_initial = q.opt_flag("sendInitialEvents");
     let rv_match = q.get("resourceVersionMatch").unwrap_or("");
     let bookmarks = q.flag("allowWatchBookmarks");
@@ -1036,6 +1053,7 @@ async fn watch(app: &App, t: &Target, q: &Query, table: bool) -> Result<Response
         namespace: t.namespace.clone(),
         labels: q.label_selector()?,
         fields: q.field_selector()?,
+        shard,
         start,
         initial_events_end: send_initial == Some(true),
         bookmarks,

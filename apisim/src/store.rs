@@ -20,6 +20,7 @@ use crate::deployment;
 use crate::managed;
 use crate::object::{extra_selectable_fields, key_of, ObjectRef, StoredObject};
 use crate::resource::{Registry, ResourceId, ResourceType};
+use crate::shard::ShardSelector;
 use crate::status::ApiError;
 use crate::timestamps;
 use crate::validation;
@@ -169,6 +170,8 @@ pub struct ListRequest {
     pub continue_token: Option<String>,
     /// Version to read.
     pub version: ListVersion,
+    /// Shard selector (KEP-5866); None lists every shard.
+    pub shard: Option<ShardSelector>,
 }
 
 impl ListRequest {
@@ -181,6 +184,7 @@ impl ListRequest {
             limit: None,
             continue_token: None,
             version: ListVersion::Latest,
+            shard: None,
         }
     }
 }
@@ -196,6 +200,8 @@ pub struct ListPage {
     pub continue_token: Option<String>,
     /// Items left after this page (only without selectors, as the apiserver does).
     pub remaining: Option<usize>,
+    /// The shard selector applied, in canonical form (`metadata.shardInfo.selector`).
+    pub shard_info: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -1466,6 +1472,7 @@ impl Store {
                 items: vec![],
                 continue_token: None,
                 remaining: None,
+                shard_info: req.shard.as_ref().map(ToString::to_string),
             });
         };
         let prefix = match (&req.namespace, rt.namespaced) {
@@ -1492,6 +1499,9 @@ impl Store {
             if !obj.matches(&req.labels, &req.fields) {
                 continue;
             }
+            if req.shard.as_ref().is_some_and(|s| !obj.in_shard(s)) {
+                continue;
+            }
             if items.len() == limit {
                 more = true;
                 break;
@@ -1506,7 +1516,7 @@ impl Store {
                 last_key.as_deref().unwrap_or(""),
                 inner.continue_epoch,
             );
-            if req.labels.is_empty() && req.fields.is_empty() {
+            if req.labels.is_empty() && req.fields.is_empty() && req.shard.is_none() {
                 // `more` means one matching item was seen past the page; count it and the rest.
                 let rest = iter
                     .filter(|(_, vs)| Table::at(vs, snapshot).is_some())
@@ -1522,6 +1532,7 @@ impl Store {
             items,
             continue_token,
             remaining,
+            shard_info: req.shard.as_ref().map(ToString::to_string),
         })
     }
 

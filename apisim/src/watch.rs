@@ -19,6 +19,7 @@ use wasm_informer_selector::{FieldSelector, LabelSelector};
 use crate::faults::{Faults, WatchGuard};
 use crate::object::{ObjectRef, StoredObject};
 use crate::resource::{ResourceId, ResourceType};
+use crate::shard::ShardSelector;
 use crate::status::ApiError;
 use crate::store::{Change, ChangeType, ListRequest, ListVersion, Store};
 
@@ -45,6 +46,8 @@ pub struct WatchRequest {
     pub labels: LabelSelector,
     /// Field selector.
     pub fields: FieldSelector,
+    /// Shard selector (KEP-5866): initial events and changes of objects outside it are not sent.
+    pub shard: Option<ShardSelector>,
     /// Start point.
     pub start: WatchStart,
     /// Send the `k8s.io/initial-events-end` bookmark after the initial events.
@@ -138,6 +141,7 @@ impl Watch {
                 let mut lr = ListRequest::all(req.namespace.as_deref());
                 lr.labels = req.labels.clone();
                 lr.fields = req.fields.clone();
+                lr.shard = req.shard.clone();
                 lr.version = ListVersion::Latest;
                 let page = store.list(req.resource, &lr)?;
                 (
@@ -205,6 +209,7 @@ impl Watch {
                     namespace: None,
                     labels: LabelSelector::everything(),
                     fields: FieldSelector::default(),
+                    shard: None,
                     start: WatchStart::Now,
                     initial_events_end: false,
                     bookmarks: false,
@@ -274,6 +279,13 @@ impl WatchState {
         }
         if let Some(ns) = &self.req.namespace {
             if self.rt.namespaced && &c.object.namespace != ns {
+                return None;
+            }
+        }
+        // uid and namespace never change within an object's life, so a change is in the shard
+        // exactly when its object is: no change moves an object into or out of a shard.
+        if let Some(shard) = &self.req.shard {
+            if !c.object.in_shard(shard) {
                 return None;
             }
         }
@@ -464,6 +476,7 @@ mod tests {
             namespace: None,
             labels: LabelSelector::everything(),
             fields: FieldSelector::default(),
+            shard: None,
             start: WatchStart::After(store.current_rv()),
             initial_events_end: false,
             bookmarks: false,
