@@ -6,59 +6,12 @@
 
 mod host_support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use host_support::*;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_wasm-informer");
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn simulator(dir: &Path) -> (Proc, PathBuf) {
-    let config = dir.join("sim-config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        "[sim]\npods = 30\nnamespaces = 2\ndeployments = 6\nchurn_per_second = 0\n",
-    )
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig.yaml");
-    let sim = Proc(
-        Command::new(BIN)
-            .args([
-                "sim",
-                "--listen",
-                "127.0.0.1:0",
-                "--duration",
-                "300",
-                "--config",
-            ])
-            .arg(&config)
-            .arg("--kubeconfig-out")
-            .arg(&kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let started = Instant::now();
-    while !kubeconfig.exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "no kubeconfig");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    (sim, kubeconfig)
-}
+const SIM: &str = "[sim]\npods = 30\nnamespaces = 2\ndeployments = 6\nchurn_per_second = 0\n";
 
 const QPS: f64 = 2.0;
 const BURST: u32 = 3;
@@ -89,7 +42,7 @@ ops = [{{ call = "patch", resource = "v1/pods", namespace = "ns-0", name = "targ
 #[test]
 fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(tmp.path());
+    let (_sim, kubeconfig) = simulator(tmp.path(), SIM);
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"target","namespace":"ns-0"},"spec":{"containers":[{"name":"c","image":"img:1"}]}}"#;
     kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(pod));
     let config = tmp.path().join("config");
@@ -104,16 +57,7 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
     .unwrap();
     let file = config.join("plugins/probe.toml");
     std::fs::write(&file, manifest(1)).unwrap();
-    let mut host = HostProc::spawn_env(
-        &[
-            "run",
-            "--config",
-            config.to_str().unwrap(),
-            "--status",
-            "never",
-        ],
-        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
-    );
+    let mut host = run_against(&config, &kubeconfig);
     host.wait_line(&["running 1 plugin(s)"], LONG);
     let run = Duration::from_secs(10);
     let started = Instant::now();
@@ -167,7 +111,7 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
 #[test]
 fn a_plugin_held_back_by_its_write_rate_is_reported() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(tmp.path());
+    let (_sim, kubeconfig) = simulator(tmp.path(), SIM);
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"target","namespace":"ns-0"},"spec":{"containers":[{"name":"c","image":"img:1"}]}}"#;
     kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(pod));
     let config = tmp.path().join("config");
@@ -187,16 +131,7 @@ fn a_plugin_held_back_by_its_write_rate_is_reported() {
             "resources = [\"v1/pods\"]",
         );
     std::fs::write(config.join("plugins/probe.toml"), manifest).unwrap();
-    let mut host = HostProc::spawn_env(
-        &[
-            "run",
-            "--config",
-            config.to_str().unwrap(),
-            "--status",
-            "never",
-        ],
-        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
-    );
+    let mut host = run_against(&config, &kubeconfig);
     let addr = host.metrics_addr();
     // Its replay of 31 pods at 2 calls a second: the reason says why it lasts.
     let started = Instant::now();

@@ -20,37 +20,7 @@ const GRACE_MS: u64 = 60_000;
 
 /// A standalone simulator whose pods churn (inside the simulator, so the
 /// events keep coming while its API answers are held back).
-fn simulator(dir: &Path) -> (HostProc, PathBuf) {
-    let config = dir.join("sim-config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        "[sim]\npods = 20\nnamespaces = 1\ndeployments = 0\ndeployment_churn = 0\nchurn_per_second = 5\n",
-    )
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig.yaml");
-    let sim = HostProc::spawn(&[
-        "sim",
-        "--listen",
-        "127.0.0.1:0",
-        "--duration",
-        "600",
-        "--config",
-        config.to_str().unwrap(),
-        "--kubeconfig-out",
-        kubeconfig.to_str().unwrap(),
-    ]);
-    let started = Instant::now();
-    while !kubeconfig.exists() {
-        assert!(
-            started.elapsed() < LONG,
-            "the simulator wrote no kubeconfig"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    (sim, kubeconfig)
-}
+const SIM: &str = "[sim]\npods = 20\nnamespaces = 1\ndeployments = 0\ndeployment_churn = 0\nchurn_per_second = 5\n";
 
 fn host_dir(dir: &Path, manifest: &str) -> PathBuf {
     let config = dir.join("config");
@@ -65,19 +35,6 @@ fn host_dir(dir: &Path, manifest: &str) -> PathBuf {
     .unwrap();
     std::fs::write(config.join("plugins/p.toml"), manifest).unwrap();
     config
-}
-
-fn run_host(config: &Path, kubeconfig: &Path) -> HostProc {
-    HostProc::spawn_env(
-        &[
-            "run",
-            "--config",
-            config.to_str().unwrap(),
-            "--status",
-            "never",
-        ],
-        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
-    )
 }
 
 fn sim_post(kubeconfig: &Path, path: &str) {
@@ -108,7 +65,7 @@ fn patches_of_target(kubeconfig: &Path) -> usize {
 #[test]
 fn a_stop_cancels_an_api_call_in_flight_at_once_and_names_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(tmp.path());
+    let (_sim, kubeconfig) = simulator(tmp.path(), SIM);
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"target","namespace":"ns-0"},"spec":{"containers":[{"name":"c","image":"img:1"}]}}"#;
     kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(pod));
     // Every pod event patches `target`; a call may wait two minutes.
@@ -132,7 +89,7 @@ ops = [{{ call = "patch", resource = "v1/pods", namespace = "ns-0", name = "targ
         plugin_artifacts::API_PROBE
     );
     let config = host_dir(tmp.path(), &manifest);
-    let mut host = run_host(&config, &kubeconfig);
+    let mut host = run_against(&config, &kubeconfig);
     host.wait_line(&["running 1 plugin(s)"], LONG);
     let started = Instant::now();
     while patches_of_target(&kubeconfig) == 0 {
@@ -182,7 +139,7 @@ ops = [{{ call = "patch", resource = "v1/pods", namespace = "ns-0", name = "targ
 #[test]
 fn a_reload_and_a_stop_end_a_quarantine_at_once_and_name_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(tmp.path());
+    let (_sim, kubeconfig) = simulator(tmp.path(), SIM);
     // Traps on every event: five failures, then a quarantine of 300 s.
     let manifest = |generation: u32| {
         format!(
@@ -192,7 +149,7 @@ fn a_reload_and_a_stop_end_a_quarantine_at_once_and_name_it() {
         )
     };
     let config = host_dir(tmp.path(), &manifest(1));
-    let mut host = run_host(&config, &kubeconfig);
+    let mut host = run_against(&config, &kubeconfig);
     host.wait_line(&["plugin quarantined after consecutive failures"], LONG);
 
     // A reload: the old version, asleep in quarantine, steps aside at once.

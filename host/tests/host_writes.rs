@@ -15,8 +15,8 @@
 mod host_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use host_support::*;
@@ -24,165 +24,13 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wasm-informer");
 
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A simulator process (no churn: the test makes the changes) and its
-/// kubeconfig.
-fn simulator(dir: &Path) -> (Proc, PathBuf) {
-    let config = dir.join("sim-config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        "[sim]\npods = 90\nnamespaces = 3\nchurn_per_second = 0\n",
-    )
-    .unwrap();
-    let kubeconfig = dir.join("kubeconfig.yaml");
-    let sim = Proc(
-        Command::new(BIN)
-            .args([
-                "sim",
-                "--listen",
-                "127.0.0.1:0",
-                "--duration",
-                "600",
-                "--config",
-            ])
-            .arg(&config)
-            .arg("--kubeconfig-out")
-            .arg(&kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let started = Instant::now();
-    while !kubeconfig.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "simulator wrote no kubeconfig"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    (sim, kubeconfig)
-}
-
-/// A config directory with the label-enforcer, resyncing every 2 s.
-fn enforcer_config(dir: &Path) -> PathBuf {
-    let config = dir.join("config");
-    std::fs::create_dir_all(config.join("plugins")).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        format!(
-            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n",
-            cache_dir().display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        config.join("plugins/label-enforcer.toml"),
-        format!(
-            r#"name = "label-enforcer"
-wasm = "{}"
-resources = ["v1/pods"]
-read = ["v1/namespaces"]
-resync_seconds = 2
-
-[[write]]
-resource = "v1/pods"
-verbs = ["patch"]
-
-[config]
-label = "team"
-annotation = "team"
-"#,
-            plugin_wasm("label-enforcer").display()
-        ),
-    )
-    .unwrap();
-    config
-}
-
-fn run_host(config: &Path, kubeconfig: &Path, extra: &[&str]) -> HostProc {
-    let mut args = vec![
-        "run",
-        "--config",
-        config.to_str().unwrap(),
-        "--status",
-        "never",
-    ];
-    args.extend_from_slice(extra);
-    let mut host = HostProc::spawn_env(&args, &[("KUBECONFIG", kubeconfig.to_str().unwrap())]);
-    host.wait_line(&["running 1 plugin(s)"], LONG);
-    host
-}
-
-/// namespace → team annotation, from the server.
-fn teams(kubeconfig: &Path) -> BTreeMap<String, String> {
-    kubectl_json(kubeconfig, &["get", "namespaces", "-o", "json"])["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|n| {
-            Some((
-                n["metadata"]["name"].as_str()?.to_string(),
-                n["metadata"]["annotations"]["team"].as_str()?.to_string(),
-            ))
-        })
-        .collect()
-}
-
-fn pods(kubeconfig: &Path) -> Vec<Value> {
-    kubectl_json(
-        kubeconfig,
-        &["get", "pods", "-A", "-o", "json", "--show-managed-fields"],
-    )["items"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
-/// Pods whose `team` label differs from their namespace's annotation.
-fn unlabelled(kubeconfig: &Path) -> Vec<String> {
-    let teams = teams(kubeconfig);
-    pods(kubeconfig)
-        .iter()
-        .filter_map(|p| {
-            let ns = p["metadata"]["namespace"].as_str()?;
-            let want = teams.get(ns)?;
-            let have = p["metadata"]["labels"]["team"].as_str();
-            (have != Some(want.as_str())).then(|| format!("{ns}/{}", p["metadata"]["name"]))
-        })
-        .collect()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ok() {
-        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-fn create_pod(kubeconfig: &Path, ns: &str, name: &str) {
-    let pod = format!(
-        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{"app":"new"}}}},"spec":{{"containers":[{{"name":"c","image":"img:1"}}]}}}}"#
-    );
-    kubectl_raw(kubeconfig, &["create", "-f", "-"], Some(&pod));
-}
+/// The simulator's workload: no churn, the test makes the changes.
+const SIM: &str = "[sim]\npods = 90\nnamespaces = 3\nchurn_per_second = 0\n";
 
 #[test]
 fn label_enforcer_labels_every_pod_by_server_side_apply() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(dir.path());
+    let (_sim, kubeconfig) = simulator(dir.path(), SIM);
     let before = teams(&kubeconfig);
     assert_eq!(
         before.len(),
@@ -304,7 +152,7 @@ fn label_enforcer_labels_every_pod_by_server_side_apply() {
 #[test]
 fn label_enforcer_under_dry_run_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(dir.path());
+    let (_sim, kubeconfig) = simulator(dir.path(), SIM);
     let config = enforcer_config(dir.path());
     let rvs = |kc: &Path| -> BTreeMap<String, String> {
         pods(kc)
@@ -357,7 +205,7 @@ fn label_enforcer_under_dry_run_changes_nothing() {
 #[test]
 fn rbac_output_applies_and_covers_exactly_the_manifests() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(dir.path());
+    let (_sim, kubeconfig) = simulator(dir.path(), SIM);
     let config = repo_root().join("config");
     let out = Command::new(BIN)
         .args(["rbac", "--config"])
@@ -544,7 +392,7 @@ fn rbac_output_applies_and_covers_exactly_the_manifests() {
 #[test]
 fn deploy_rbac_is_what_wasm_informer_rbac_derives_from_the_deployed_config() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(dir.path());
+    let (_sim, kubeconfig) = simulator(dir.path(), SIM);
     let deploy = repo_root().join("examples/deploy");
     kubectl_raw(
         &kubeconfig,

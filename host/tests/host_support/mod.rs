@@ -283,6 +283,49 @@ impl Drop for HostProc {
     }
 }
 
+/// A standalone `wasm-informer sim` in `dir`, whose `host.toml` is
+/// `host_toml` (its `[sim]` table), and the kubeconfig it wrote. The
+/// simulator is killed when the returned process drops.
+pub fn simulator(dir: &Path, host_toml: &str) -> (HostProc, PathBuf) {
+    let config = dir.join("sim-config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("host.toml"), host_toml).unwrap();
+    let kubeconfig = dir.join("kubeconfig.yaml");
+    let sim = HostProc::spawn(&[
+        "sim",
+        "--listen",
+        "127.0.0.1:0",
+        "--duration",
+        "600",
+        "--config",
+        config.to_str().unwrap(),
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let started = Instant::now();
+    while !kubeconfig.exists() {
+        assert!(started.elapsed() < LONG, "the simulator wrote no kubeconfig");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    (sim, kubeconfig)
+}
+
+/// `wasm-informer run --config CONFIG --status never` against the cluster of
+/// `kubeconfig`.
+pub fn run_against(config: &Path, kubeconfig: &Path) -> HostProc {
+    HostProc::spawn_env(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--status",
+            "never",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    )
+}
+
 /// A plain HTTP/1.1 GET; returns status code and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     http_request(addr, "GET", path, None)
