@@ -1010,6 +1010,7 @@ struct RawManifest {
     retry_max_delay_ms: Option<Spanned<u64>>,
     retry_qps: Option<Spanned<f64>>,
     retry_burst: Option<Spanned<u64>>,
+    max_low_priority_wait_ms: Option<Spanned<u64>>,
     namespace: Option<Spanned<String>>,
     label_selector: Option<Spanned<String>>,
     read: Option<Vec<Spanned<String>>>,

@@ -100,6 +100,7 @@ impl ControllerPart {
         .await
         .map_err(|e| format!("{}: {e}", manifest.wasm.display()))?;
         let queue = WorkQueue::<Arc<str>>::new(spec.rate_limiter);
+        queue.set_max_low_priority_wait(spec.max_low_priority_wait);
         // Sharding hashes objects with their resource's kind: learn every
         // trigger's before subscribing (the leases keep the informers up
         // until then).
