@@ -380,6 +380,27 @@ fn leader_writes_reach_the_server_and_none_lands_after_a_takeover() {
         "writes of the old leader applied after the takeover (rv {takeover_rv}, \
          the new leader's first write at rv {new_first_write}): {late:?}"
     );
+    // Every plugin write carried a server-side timeout that ends before the
+    // fence closes (lease minus margin).
+    let validity_ms = t.lease_ms - t.margin_ms;
+    for r in reqs
+        .iter()
+        .filter(|r| pod_write(r) && r.replica().is_some())
+    {
+        let ms: Option<u64> = r
+            .query
+            .split('&')
+            .find_map(|p| p.strip_prefix("timeout="))
+            .and_then(|v| v.strip_suffix("ms"))
+            .and_then(|v| v.parse().ok());
+        assert!(
+            ms.is_some_and(|ms| ms <= validity_ms),
+            "{} {}?{}: no server-side timeout within the fence ({validity_ms} ms)",
+            r.method,
+            r.path,
+            r.query
+        );
+    }
     let outside = writes_outside_tenure(&reqs, LEASE_PATH, pod_write);
     assert!(outside.is_empty(), "writes outside a tenure: {outside:?}");
     let applied = |who: &str| {
