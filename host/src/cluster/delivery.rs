@@ -86,6 +86,9 @@ pub struct DeliveryStats {
 
 struct State {
     share: Share,
+    /// When the change in force started (a late [`Delivery::finished`] of
+    /// an earlier one does not end its transition).
+    current: Option<Instant>,
     stats: DeliveryStats,
     /// Shutting down: only [`Share::Nothing`] may be applied.
     sealed: bool,
@@ -123,6 +126,7 @@ impl Delivery {
             registry: RwLock::new(Weak::new()),
             state: Mutex::new(State {
                 share: Share::Nothing,
+                current: None,
                 stats: DeliveryStats::default(),
                 sealed: false,
             }),
@@ -199,6 +203,7 @@ impl Delivery {
         }
         let handover = self.ownership.set(SharedOwns(new));
         st.share = share;
+        st.current = Some(started);
         let s = &mut st.stats;
         s.handovers += 1;
         s.keys_gained += gained;
@@ -225,8 +230,11 @@ impl Delivery {
     pub fn finished(&self, started: Instant) {
         let ms = started.elapsed().as_millis() as u64;
         let mut st = self.state.lock();
+        let current = st.current == Some(started);
         let s = &mut st.stats;
-        s.in_transition = false;
+        if current {
+            s.in_transition = false;
+        }
         s.last_handover_ms = ms;
         s.max_handover_ms = s.max_handover_ms.max(ms);
         s.changed_at_unix_ms = unix_ms();
@@ -357,9 +365,19 @@ mod tests {
         assert_eq!(t0.elapsed(), Duration::from_secs(12));
         assert!(d.stats().in_transition, "reported as still in transition");
         assert_eq!(d.share(), Share::Everything, "the share is in force");
+        // A later change that finishes at once while the first still waits
+        // in the background.
+        drop(stuck);
+        assert!(
+            d.apply_and_wait_at_most(Share::Nothing, Duration::from_secs(1))
+                .await
+        );
+        assert!(!d.stats().in_transition);
+        let stuck: Arc<dyn Follower> = Arc::new(Stuck);
+        d.ownership().follow(Arc::downgrade(&stuck));
         // The unbounded wait never returns while the plugin is stuck.
         let d2 = d.clone();
-        let unbounded = tokio::spawn(async move { d2.apply_and_wait(Share::Nothing).await });
+        let unbounded = tokio::spawn(async move { d2.apply_and_wait(Share::Everything).await });
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert!(!unbounded.is_finished());
         drop(stuck);
