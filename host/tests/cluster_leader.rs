@@ -419,3 +419,50 @@ fn leader_writes_reach_the_server_and_none_lands_after_a_takeover() {
         r.proc.kill9();
     }
 }
+
+/// Shutdown's wait for the plugins' hand-over is bounded: a leader whose
+/// plugin is inside a 60 s event when SIGTERM arrives still releases its
+/// Lease within a lease duration plus `shutdown_grace_ms` (its fence is shut
+/// first, so the late handler cannot write). Oracle: the release as the
+/// simulator logged it.
+#[test]
+fn sigterm_releases_the_lease_within_the_bound_while_a_plugin_is_stuck_in_an_event() {
+    let t = FAST;
+    let lease = Duration::from_millis(t.lease_ms);
+    let grace = Duration::from_millis(3000);
+    let manifest = "resources = [\"v1/pods\"]\ntimeout_ms = 120000\n\n[config]\nms = 60000\n";
+    let fx = cluster_fixture_with("leader", t, 3, "slow", plugin_artifacts::SLOW, manifest);
+    let sim = Sim::start(fx.path());
+    let mut rep = Replica::start(fx.path(), &sim, "rep-a");
+    wait_until("the leader", LONG, || {
+        rep.cluster(false).is_some_and(|c| c["role"] == "leader")
+    });
+    // The plugin is inside its first 60 s event.
+    std::thread::sleep(Duration::from_secs(2));
+    let t_term = now_micros();
+    rep.proc.terminate();
+    let mut released = None;
+    wait_until("the Lease released", Duration::from_secs(90), || {
+        released = sim.requests().into_iter().find_map(|r| {
+            let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+            (r.path == LEASE_PATH
+                && r.is_accepted_write()
+                && r.at_micros > t_term
+                && v["spec"]["holderIdentity"]
+                    .as_str()
+                    .unwrap_or("")
+                    .is_empty())
+            .then_some(r.at_micros)
+        });
+        released.is_some()
+    });
+    let took = Duration::from_micros(released.unwrap() - t_term);
+    let bound = lease + grace + Duration::from_secs(3);
+    eprintln!("SIGTERM with a plugin 60 s into an event: the Lease released after {took:?}");
+    assert!(
+        took <= bound,
+        "the Lease was released {took:?} after SIGTERM, more than {bound:?}"
+    );
+    let status = rep.proc.wait_exit(Duration::from_secs(60));
+    eprintln!("exited: {status}");
+}
