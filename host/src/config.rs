@@ -263,6 +263,9 @@ pub struct Limits {
     pub memory_mb: u64,
     /// Resync period in seconds; 0 disables resync.
     pub resync_seconds: u64,
+    /// How long a plugin quarantined after consecutive failures rests
+    /// before the next attempt, in seconds.
+    pub quarantine_seconds: u64,
 }
 
 impl Default for Limits {
@@ -275,6 +278,7 @@ impl Default for Limits {
             timeout_ms: 1_000,
             memory_mb: 256,
             resync_seconds: 0,
+            quarantine_seconds: wasm_informer_runtime::limits::DEFAULT_QUARANTINE_SECONDS,
         }
     }
 }
@@ -288,6 +292,7 @@ struct RawLimits {
     timeout_ms: Option<Spanned<u64>>,
     memory_mb: Option<Spanned<u64>>,
     resync_seconds: Option<Spanned<u64>>,
+    quarantine_seconds: Option<Spanned<u64>>,
 }
 
 impl RawLimits {
@@ -337,6 +342,13 @@ impl RawLimits {
                 0,
                 86_400 * 7,
                 base.resync_seconds,
+            )?,
+            quarantine_seconds: ranged(
+                &self.quarantine_seconds,
+                "quarantine_seconds",
+                1,
+                86_400,
+                base.quarantine_seconds,
             )?,
         })
     }
@@ -1010,6 +1022,7 @@ struct RawManifest {
     retry_max_delay_ms: Option<Spanned<u64>>,
     retry_qps: Option<Spanned<f64>>,
     retry_burst: Option<Spanned<u64>>,
+    max_low_priority_wait_ms: Option<Spanned<u64>>,
     namespace: Option<Spanned<String>>,
     label_selector: Option<Spanned<String>>,
     read: Option<Vec<Spanned<String>>>,
@@ -1018,6 +1031,7 @@ struct RawManifest {
     timeout_ms: Option<Spanned<u64>>,
     memory_mb: Option<Spanned<u64>>,
     resync_seconds: Option<Spanned<u64>>,
+    quarantine_seconds: Option<Spanned<u64>>,
     config: Option<toml::Table>,
     write: Option<Vec<RawWrite>>,
     events: Option<Spanned<toml::Value>>,
@@ -1357,6 +1371,7 @@ impl PluginManifest {
             timeout_ms: raw.timeout_ms,
             memory_mb: raw.memory_mb,
             resync_seconds: raw.resync_seconds,
+            quarantine_seconds: raw.quarantine_seconds,
         }
         .apply(&src, "", defaults)?;
         if raw
@@ -1572,6 +1587,29 @@ impl ConfigDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quarantine_seconds_comes_from_the_manifest_else_the_hosts_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("p.wasm"), b"").unwrap();
+        let path = dir.path().join("p.toml");
+        let head = "name = \"p\"\nwasm = \"p.wasm\"\nresources = [\"v1/pods\"]\n";
+        let defaults = Limits::default();
+        let m = PluginManifest::parse(&path, head, &defaults).unwrap();
+        assert_eq!(m.limits.quarantine_seconds, 300);
+        let host = Limits {
+            quarantine_seconds: 20,
+            ..Limits::default()
+        };
+        let m = PluginManifest::parse(&path, head, &host).unwrap();
+        assert_eq!(m.limits.quarantine_seconds, 20);
+        let m = PluginManifest::parse(&path, &format!("{head}quarantine_seconds = 2\n"), &host)
+            .unwrap();
+        assert_eq!(m.limits.quarantine_seconds, 2);
+        let e = PluginManifest::parse(&path, &format!("{head}quarantine_seconds = 0\n"), &host)
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("quarantine_seconds"), "{e}");
+    }
 
     #[test]
     fn line_col_counts_lines_and_chars() {

@@ -12,12 +12,14 @@
 //! the reconciles in progress finish and starts no other.
 //!
 //! In leader or sharded mode (`[cluster]`), the controller follows the
-//! cluster's ownership predicate as event handlers do: the `for` and `owns`
-//! listeners carry it (children hash with their controller, so an owned
-//! object arrives where its owner is reconciled), `[[watches]]` triggers and
-//! the workers check each primary key against it ([`OwnedKeys`]), and on a
-//! change the queue drops the keys it lost and the hand-over waits for their
-//! reconciles in progress (I10).
+//! cluster's ownership predicate, routed by the primary's own key
+//! ([`OwnedKeys`]): the `for` listener owns a primary, and an `owns` listener
+//! a child, exactly when this replica owns the primary key it triggers (a
+//! primary with a controller owner of its own is routed by its own key, not
+//! its owner's, and so is its delete); `[[watches]]` triggers and the workers
+//! check each primary key the same way. On a change the listeners replay the
+//! objects of gained keys, the queue drops the keys it lost and the hand-over
+//! waits for their reconciles in progress (I10).
 //!
 //! Invariants:
 //! - The queue's only input is the triggers; in a cluster mode each key they
@@ -29,9 +31,9 @@ use std::time::Duration;
 
 use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
 use kube_informer::workqueue::{
-    Admit, KeyFilter, OwnedKeys, StartGate, WorkQueue, WorkerOptions, Workers,
+    Admit, KeyFilter, OwnedKeys, Route, StartGate, WorkQueue, WorkerOptions, Workers,
 };
-use kube_informer::{CacheView, HandlerOptions, InformerRegistry, Registration};
+use kube_informer::{HandlerOptions, InformerRegistry, Registration};
 use wasm_informer_runtime::{
     HostServices, LoadedPlugin, PluginEngine, PluginStatus, ReconcileWorker,
 };
@@ -87,7 +89,6 @@ impl ControllerPart {
             .clone()
             .ok_or_else(|| format!("{}: not a controller manifest", manifest.file.display()))?;
         let primary = spec.primary.value.clone();
-        let cache: Arc<dyn CacheView> = registry.clone();
         let reconcilers = ReconcileWorker::start_all(
             engine,
             loaded,
@@ -99,6 +100,7 @@ impl ControllerPart {
         .await
         .map_err(|e| format!("{}: {e}", manifest.wasm.display()))?;
         let queue = WorkQueue::<Arc<str>>::new(spec.rate_limiter);
+        queue.set_max_low_priority_wait(spec.max_low_priority_wait);
         // Sharding hashes objects with their resource's kind: learn every
         // trigger's before subscribing (the leases keep the informers up
         // until then).
@@ -108,10 +110,7 @@ impl ControllerPart {
                 _kinds.push(c.learn_resource(registry, &r).await);
             }
         }
-        let ownership = cluster.map(|c| c.ownership().clone());
-        let owned = ownership
-            .as_ref()
-            .map(|o| OwnedKeys::follow(o.clone(), cache.clone(), &primary, &queue));
+        let owned = cluster.map(|c| OwnedKeys::follow(c.ownership().clone(), &primary, &queue));
         let filter: Option<Arc<dyn KeyFilter>> = owned.clone().map(|o| o as Arc<dyn KeyFilter>);
         let admit: Option<Admit<Arc<str>>> = filter.clone().map(|f| {
             let primary = primary.clone();
@@ -127,7 +126,16 @@ impl ControllerPart {
                 admit,
             },
         );
-        let options = |resync: bool, selector: bool, follow: bool| HandlerOptions {
+        // `for` and `owns` listeners carry a predicate routed by the primary
+        // key their objects trigger; `watches` objects name their primary by
+        // a label or annotation, so their keys are filtered instead.
+        let routed = |map: &KeyMap| {
+            owned
+                .as_ref()
+                .zip(Route::of(map))
+                .map(|(o, route)| o.route(route))
+        };
+        let options = |resync: bool, selector: bool, map: &KeyMap| HandlerOptions {
             name: manifest.name.clone(),
             queue_capacity: TRIGGER_QUEUE,
             resync: (resync && manifest.limits.resync_seconds > 0)
@@ -138,10 +146,8 @@ impl ControllerPart {
             } else {
                 None
             },
-            ownership: if follow { ownership.clone() } else { None },
+            ownership: routed(map),
         };
-        // `for` and `owns` listeners carry the predicate; `watches` objects
-        // hash apart from their primary, so their keys are filtered instead.
         let trigger = |map: KeyMap, filtered: bool| {
             let t = Enqueue::new(queue.clone(), &primary, map);
             match (&filter, filtered) {
@@ -154,7 +160,7 @@ impl ControllerPart {
             .add_handler(
                 &primary,
                 trigger(KeyMap::Primary, false),
-                options(true, true, true),
+                options(true, true, &KeyMap::Primary),
             )
             .await
             .map_err(|e| {
@@ -179,8 +185,8 @@ impl ControllerPart {
             let reg = registry
                 .add_handler(
                     &owned.value,
-                    trigger(map, false),
-                    options(false, false, true),
+                    trigger(map.clone(), false),
+                    options(false, false, &map),
                 )
                 .await
                 .map_err(|e| {
@@ -204,8 +210,8 @@ impl ControllerPart {
             let reg = registry
                 .add_handler(
                     &w.resource.value,
-                    trigger(map, true),
-                    options(false, false, false),
+                    trigger(map.clone(), true),
+                    options(false, false, &map),
                 )
                 .await
                 .map_err(|e| {

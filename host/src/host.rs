@@ -673,6 +673,7 @@ impl Host {
                 fuel_per_event: manifest.limits.fuel_per_event,
                 timeout_ms: manifest.limits.timeout_ms,
                 memory_mb: manifest.limits.memory_mb,
+                quarantine_seconds: manifest.limits.quarantine_seconds,
                 ..PluginLimits::default()
             },
             kube: manifest.kube.clone(),

@@ -628,6 +628,13 @@ fn controller_families(
         MetricType::Gauge,
         &per(&|c| c.queue.longest_running_processor_seconds),
     )?;
+    family(
+        enc,
+        "workqueue_oldest_low_priority_seconds",
+        "How many seconds the oldest ready low-priority key (of an initial list or a resync) has waited; past max_low_priority_wait it takes every other turn.",
+        MetricType::Gauge,
+        &per(&|c| c.queue.oldest_low_priority_seconds),
+    )?;
     for (name, help, pick) in [
         (
             "workqueue_queue_duration_seconds",

@@ -221,3 +221,248 @@ fn one_leader_fails_over_within_lease_plus_retry_and_leadership_never_overlaps()
     }
     assert!(checked > 10, "too few writes checked: {checked}");
 }
+
+/// The annotation the writing plugin sets on every pod that lacks it.
+const SEEN: &str = "test.wasm-informer.dev/seen";
+
+/// Pods of the store without [`SEEN`].
+fn unannotated(sim: &Sim) -> Vec<String> {
+    let (code, body) = sim.request("GET", "/api/v1/pods", None);
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["annotations"][SEEN].is_null())
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["metadata"]["namespace"].as_str().unwrap(),
+                p["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Whether `r` is a write of a pod (the plugin's), not of the Lease.
+fn pod_write(r: &Req) -> bool {
+    r.method == "PATCH" && r.path.starts_with("/api/v1/namespaces/") && r.path.contains("/pods/")
+}
+
+/// A leader whose plugin writes: the writes reach the server even though
+/// `write_timeout_ms` (10 s) is longer than anything left of a 3 s lease (a
+/// call is cut to the fence's deadline, not refused), and once the leader is
+/// stopped (SIGSTOP) past its lease and another replica took over, no write of
+/// the old leader is applied after the new one's acquisition, in the
+/// resourceVersion order of the server, also after the old leader resumes.
+#[test]
+fn leader_writes_reach_the_server_and_none_lands_after_a_takeover() {
+    let t = FAST;
+    let lease = Duration::from_millis(t.lease_ms);
+    let manifest = format!(
+        "resources = [\"v1/pods\"]\nqueue_capacity = 4096\ntimeout_ms = 20000\n\
+         write_qps = 0\nwrite_timeout_ms = 10000\n\n\
+         [config]\nkey = \"{SEEN}\"\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n"
+    );
+    let fx = cluster_fixture_with(
+        "leader",
+        t,
+        40,
+        "annotate",
+        plugin_artifacts::ANNOTATE,
+        &manifest,
+    );
+    let sim = Sim::start(fx.path());
+    let mut reps: Vec<Replica> = ["rep-a", "rep-b"]
+        .iter()
+        .map(|id| Replica::start(fx.path(), &sim, id))
+        .collect();
+    wait_until("two ready replicas and one leader", LONG, || {
+        let all: Vec<&Replica> = reps.iter().collect();
+        all.iter().all(|r| r.ready()) && leaders(&all).len() == 1
+    });
+    let first = leaders(&reps.iter().collect::<Vec<_>>())[0].clone();
+    let keys: Vec<String> = sim.pods().keys().cloned().collect();
+
+    // Item 1: the leader's writes reach the server.
+    wait_until("every pod annotated by the leader", LONG, || {
+        unannotated(&sim).is_empty()
+    });
+    let by_first = sim
+        .requests()
+        .iter()
+        .filter(|r| pod_write(r) && r.is_accepted_write() && r.replica() == Some(first.as_str()))
+        .count();
+    assert!(
+        by_first >= keys.len(),
+        "{first} had {by_first} pod writes applied, expected at least {}",
+        keys.len()
+    );
+
+    // Churn: the annotation is taken off pods all the time, and the leader
+    // puts it back, so writes are in flight when it is stopped.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, addr, keys) = (stop.clone(), sim.addr, keys.clone());
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let (ns, name) = keys[n % keys.len()].split_once('/').unwrap();
+                let body = format!(r#"{{"metadata":{{"annotations":{{"{SEEN}":null}}}}}}"#);
+                host_support::http_request(
+                    addr,
+                    "PATCH",
+                    &format!("/api/v1/namespaces/{ns}/pods/{name}"),
+                    Some(("application/merge-patch+json", &body)),
+                );
+                n += 1;
+                std::thread::sleep(Duration::from_millis(15));
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+
+    // SIGSTOP of the leader, for twice the lease: the standby takes over.
+    let old_pid = reps
+        .iter()
+        .find(|r| r.identity == first)
+        .unwrap()
+        .proc
+        .pid();
+    let t_stop = now_micros();
+    signal(old_pid, "STOP");
+    let mut took = None;
+    wait_until("a new leader while the old one is stopped", LONG, || {
+        took = next_acquisition(&sim, t_stop, &first);
+        took.is_some()
+    });
+    let (second, at) = took.unwrap();
+    eprintln!(
+        "SIGSTOP of {first}: {second} acquired the lease after {:?}",
+        Duration::from_micros(at - t_stop)
+    );
+    let stopped_for = Duration::from_micros(now_micros() - t_stop);
+    std::thread::sleep((lease * 2).saturating_sub(stopped_for));
+    signal(old_pid, "CONT");
+    // The old leader runs on for a while beside the new one.
+    std::thread::sleep(Duration::from_secs(4));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let churned = churn.join().unwrap();
+    wait_until("every pod annotated again", LONG, || {
+        unannotated(&sim).is_empty()
+    });
+
+    // The oracle: the server's request log, in resourceVersion order.
+    let reqs = sim.requests();
+    let history = lease_history(&reqs, LEASE_PATH);
+    let takeover_rv = history
+        .iter()
+        .find(|(_, h)| h == &second)
+        .map(|(rv, _)| *rv)
+        .expect("the new leader's acquisition is in the Lease history");
+    let new_first_write = reqs
+        .iter()
+        .filter(|r| pod_write(r) && r.replica() == Some(second.as_str()))
+        .filter_map(|r| r.written_rv)
+        .min()
+        .expect("the new leader's plugin wrote");
+    let late: Vec<String> = reqs
+        .iter()
+        .filter(|r| pod_write(r) && r.replica() == Some(first.as_str()))
+        .filter_map(|r| r.written_rv)
+        .filter(|rv| *rv > takeover_rv)
+        .map(|rv| format!("{first} wrote at rv {rv}"))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "writes of the old leader applied after the takeover (rv {takeover_rv}, \
+         the new leader's first write at rv {new_first_write}): {late:?}"
+    );
+    // Every plugin write carried a server-side timeout that ends before the
+    // fence closes (lease minus margin).
+    let validity_ms = t.lease_ms - t.margin_ms;
+    for r in reqs
+        .iter()
+        .filter(|r| pod_write(r) && r.replica().is_some())
+    {
+        let ms: Option<u64> = r
+            .query
+            .split('&')
+            .find_map(|p| p.strip_prefix("timeout="))
+            .and_then(|v| v.strip_suffix("ms"))
+            .and_then(|v| v.parse().ok());
+        assert!(
+            ms.is_some_and(|ms| ms <= validity_ms),
+            "{} {}?{}: no server-side timeout within the fence ({validity_ms} ms)",
+            r.method,
+            r.path,
+            r.query
+        );
+    }
+    let outside = writes_outside_tenure(&reqs, LEASE_PATH, pod_write);
+    assert!(outside.is_empty(), "writes outside a tenure: {outside:?}");
+    let applied = |who: &str| {
+        reqs.iter()
+            .filter(|r| pod_write(r) && r.written_rv.is_some() && r.replica() == Some(who))
+            .count()
+    };
+    eprintln!(
+        "{churned} annotations removed; pod writes applied: {first} {}, {second} {}; \
+         takeover at rv {takeover_rv}, {second}'s first write at rv {new_first_write}",
+        applied(&first),
+        applied(&second),
+    );
+    assert!(applied(&second) > 0, "the new leader's writes never landed");
+    for r in &mut reps {
+        r.proc.kill9();
+    }
+}
+
+/// Shutdown's wait for the plugins' hand-over is bounded: a leader whose
+/// plugin is inside a 60 s event when SIGTERM arrives still releases its
+/// Lease within a lease duration plus `shutdown_grace_ms` (its fence is shut
+/// first, so the late handler cannot write). Oracle: the release as the
+/// simulator logged it.
+#[test]
+fn sigterm_releases_the_lease_within_the_bound_while_a_plugin_is_stuck_in_an_event() {
+    let t = FAST;
+    let lease = Duration::from_millis(t.lease_ms);
+    let grace = Duration::from_millis(3000);
+    let manifest = "resources = [\"v1/pods\"]\ntimeout_ms = 120000\n\n[config]\nms = 60000\n";
+    let fx = cluster_fixture_with("leader", t, 3, "slow", plugin_artifacts::SLOW, manifest);
+    let sim = Sim::start(fx.path());
+    let mut rep = Replica::start(fx.path(), &sim, "rep-a");
+    wait_until("the leader", LONG, || {
+        rep.cluster(false).is_some_and(|c| c["role"] == "leader")
+    });
+    // The plugin is inside its first 60 s event.
+    std::thread::sleep(Duration::from_secs(2));
+    let t_term = now_micros();
+    rep.proc.terminate();
+    let mut released = None;
+    wait_until("the Lease released", Duration::from_secs(90), || {
+        released = sim.requests().into_iter().find_map(|r| {
+            let v: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+            (r.path == LEASE_PATH
+                && r.is_accepted_write()
+                && r.at_micros > t_term
+                && v["spec"]["holderIdentity"]
+                    .as_str()
+                    .unwrap_or("")
+                    .is_empty())
+            .then_some(r.at_micros)
+        });
+        released.is_some()
+    });
+    let took = Duration::from_micros(released.unwrap() - t_term);
+    let bound = lease + grace + Duration::from_secs(3);
+    eprintln!("SIGTERM with a plugin 60 s into an event: the Lease released after {took:?}");
+    assert!(
+        took <= bound,
+        "the Lease was released {took:?} after SIGTERM, more than {bound:?}"
+    );
+    let status = rep.proc.wait_exit(Duration::from_secs(60));
+    eprintln!("exited: {status}");
+}

@@ -185,3 +185,157 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
     assert!(s.settled >= 5, "too few settled samples: {s:?}");
     assert!(dups.is_empty(), "duplicate handlings: {dups:#?}");
 }
+
+/// The namespace of the controller test's objects.
+const CTL_NS: &str = "ctl";
+
+/// A Deployment `d-i` labelled `expose: "true"`, with one container port,
+/// controlled (as a ReplicaSet is by its Deployment) by a `Rollout` of a
+/// group the simulator does not serve, so nothing collects it.
+fn controlled_deployment(i: usize) -> String {
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("d-{i}"), "namespace": CTL_NS,
+            "labels": {"expose": "true"},
+            "ownerReferences": [{"apiVersion": "rollouts.example.com/v1", "kind": "Rollout",
+                "name": format!("r-{i}"), "uid": format!("rollout-uid-{i}"), "controller": true}]},
+        "spec": {"replicas": 0,
+            "selector": {"matchLabels": {"app": format!("d-{i}")}},
+            "template": {"metadata": {"labels": {"app": format!("d-{i}")}},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                    "ports": [{"containerPort": 8080}]}]}}}
+    })
+    .to_string()
+}
+
+/// Services of the controller namespace: name to `spec.selector`.
+fn service_selectors(sim: &Sim) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let (code, body) = sim.request(
+        "GET",
+        &format!("/api/v1/namespaces/{CTL_NS}/services"),
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["metadata"]["name"].as_str().unwrap().to_string(),
+                s["spec"]["selector"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Sharded controllers route every trigger by the primary's own key: three
+/// replicas run `service-exposer` (`for` Deployments, `owns` Services) on
+/// Deployments that have controller owners of their own. Each Service is
+/// then patched away from what its Deployment wants; every one must be put
+/// back, which only a reconcile of its Deployment does. Oracle: the
+/// simulator's store (the selectors) and its request log (who applied).
+#[test]
+fn sharded_controllers_reconcile_every_owner_after_its_child_changes() {
+    const N: usize = 30;
+    let t = FAST;
+    let manifest = "for = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\n\
+                    write_qps = 0\n\n[[write]]\nresource = \"v1/services\"\n\
+                    verbs = [\"create\", \"patch\", \"delete\"]\n";
+    let fx = cluster_fixture_with(
+        "sharded",
+        t,
+        0,
+        "service-exposer",
+        plugin_artifacts::SERVICE_EXPOSER,
+        manifest,
+    );
+    let sim = Sim::start(fx.path());
+    let (code, body) = sim.request(
+        "POST",
+        "/api/v1/namespaces",
+        Some(&format!(
+            r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{CTL_NS}"}}}}"#
+        )),
+    );
+    assert_eq!(code, 201, "{body}");
+    for i in 0..N {
+        let (code, body) = sim.request(
+            "POST",
+            &format!("/apis/apps/v1/namespaces/{CTL_NS}/deployments"),
+            Some(&controlled_deployment(i)),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    let live: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
+        .iter()
+        .map(|id| Replica::start(fx.path(), &sim, id))
+        .collect();
+    wait_until("three ready replicas in one ring", LONG, || {
+        live.iter().all(|r| {
+            r.ready()
+                && r.cluster(false).is_some_and(|c| {
+                    c["role"] == "member"
+                        && c["view"].as_array().is_some_and(|v| v.len() == 3)
+                        && c["in_transition"] == false
+                })
+        })
+    });
+    wait_until("a Service for every Deployment", LONG, || {
+        service_selectors(&sim).len() == N
+    });
+    let wanted = service_selectors(&sim);
+
+    // Drift every Service; only a reconcile of its Deployment repairs it.
+    let t_drift = now_micros();
+    for i in 0..N {
+        let (code, body) = sim.request(
+            "PATCH",
+            &format!("/api/v1/namespaces/{CTL_NS}/services/d-{i}"),
+            Some(r#"{"spec":{"selector":{"app":"drifted"}}}"#),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    let repaired = || {
+        let now = service_selectors(&sim);
+        wanted
+            .iter()
+            .filter(|(k, v)| now.get(*k) == Some(*v))
+            .count()
+    };
+    let waited = std::panic::catch_unwind(|| {
+        wait_until("every Service repaired", Duration::from_secs(60), || {
+            repaired() == N
+        })
+    });
+    let reqs = sim.requests();
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in reqs.iter().filter(|r| {
+        r.at_micros > t_drift
+            && r.method == "PATCH"
+            && r.path.contains("/services/")
+            && r.is_accepted_write()
+            && r.replica().is_some()
+    }) {
+        *by.entry(r.replica().unwrap().to_string()).or_default() += 1;
+    }
+    eprintln!(
+        "{} of {N} Services repaired after the drift; repairs by replica: {by:?}",
+        repaired()
+    );
+    assert!(
+        waited.is_ok(),
+        "only {} of {N} Deployments were reconciled after their Service changed",
+        repaired()
+    );
+    assert_eq!(
+        by.values().sum::<usize>(),
+        N,
+        "one repair per Service: {by:?}"
+    );
+    assert!(
+        by.len() > 1,
+        "the repairs should spread over the ring: {by:?}"
+    );
+}

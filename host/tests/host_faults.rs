@@ -118,3 +118,27 @@ fn traps_restart_with_replay_and_repeated_failure_quarantines_only_that_plugin()
     assert_eq!(r["plugins"]["healthy"]["traps"], 0);
     assert_eq!(r["plugins"]["healthy"]["state"], "stopped");
 }
+
+#[test]
+fn quarantine_seconds_sets_how_long_a_quarantined_plugin_rests() {
+    let fx = Fixture::new("");
+    fx.copy_wasm(plugin_artifacts::PANIC_EVERY_N, "panic");
+    fx.write(
+        "plugins/broken.toml",
+        "name = \"broken\"\nwasm = \"../wasm/panic.wasm\"\nresources = [\"v1/pods\"]\nquarantine_seconds = 1\n[config]\nn = 1\n",
+    );
+    let mut host = HostProc::run_sim(fx.dir().to_str().unwrap(), &[]);
+    let addr = host.metrics_addr();
+    host.wait_line(&["running 1 plugin(s)"], LONG);
+    // With the default 300 s it would rest for five minutes; with 1 s it is
+    // tried again (and quarantined again, its every event panicking) within
+    // seconds.
+    wait_metrics(addr, Duration::from_secs(60), "a second quarantine", |t| {
+        sample(
+            t,
+            "wasm_informer_plugin_quarantines_total{plugin=\"broken\"}",
+        )
+        .unwrap_or(0.0)
+            >= 2.0
+    });
+}

@@ -15,7 +15,7 @@ use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
 use kube_informer::workqueue::{
     Outcome, OwnedKeys, Priority, RateLimiterConfig, StartGate, WorkQueue, WorkerOptions, Workers,
 };
-use kube_informer::{CacheView, HandlerOptions, Object, Ownership};
+use kube_informer::{HandlerOptions, Object, Ownership};
 use tokio::sync::Semaphore;
 use workqueue_support::*;
 
@@ -31,8 +31,7 @@ async fn i10_a_lost_key_is_dropped_and_the_handover_waits_for_its_reconcile() {
     );
     let ownership = Ownership::new(Everything);
     let q = WorkQueue::<Arc<str>>::new(RateLimiterConfig::default());
-    let cache: Arc<dyn CacheView> = Arc::new(CacheOf(p.indexer.clone()));
-    let owned = OwnedKeys::follow(ownership.clone(), cache, PRIMARY, &q);
+    let owned = OwnedKeys::follow(ownership.clone(), PRIMARY, &q);
     let reg = p
         .processor
         .add_handler(
@@ -133,8 +132,7 @@ async fn watches_queue_only_the_primary_keys_this_host_owns() {
         o.meta.name.ends_with('0') || o.meta.name.ends_with('2')
     });
     let q = WorkQueue::<Arc<str>>::new(RateLimiterConfig::default());
-    let cache: Arc<dyn CacheView> = Arc::new(CacheOf(deploys.indexer.clone()));
-    let owned = OwnedKeys::follow(ownership.clone(), cache, PRIMARY, &q);
+    let owned = OwnedKeys::follow(ownership.clone(), PRIMARY, &q);
     let reg = configmaps
         .processor
         .add_handler(
@@ -163,38 +161,6 @@ async fn watches_queue_only_the_primary_keys_this_host_owns() {
         std::iter::from_fn(|| q.try_get().map(|i| i.key.to_string())).collect();
     keys.sort();
     assert_eq!(keys, vec!["ns/d0", "ns/d2"]);
-}
-
-/// The Indexer as a [`CacheView`] of the primary resource.
-struct CacheOf(Arc<kube_informer::Indexer>);
-
-impl CacheView for CacheOf {
-    fn get(
-        &self,
-        _r: &str,
-        key: &str,
-    ) -> Result<Option<kube_informer::ObjectRef>, kube_informer::CacheError> {
-        Ok(self.0.get(key))
-    }
-    fn list(
-        &self,
-        _r: &str,
-        _ns: Option<&str>,
-        _sel: Option<&str>,
-    ) -> Result<Vec<kube_informer::ObjectRef>, kube_informer::CacheError> {
-        Ok(self.0.snapshot())
-    }
-    fn by_index(
-        &self,
-        _r: &str,
-        _i: &str,
-        _v: &str,
-    ) -> Result<Vec<kube_informer::ObjectRef>, kube_informer::CacheError> {
-        Ok(Vec::new())
-    }
-    fn has_synced(&self, _r: &str) -> Result<bool, kube_informer::CacheError> {
-        Ok(true)
-    }
 }
 
 /// Holds the reconcile of one key until the test adds permits.

@@ -13,10 +13,16 @@
 //!   has finished.
 //! - Until a share is applied, a host in a cluster mode delivers nothing;
 //!   once sealed (shutdown), it never delivers again.
+//! - A wait for a hand-over is reported: a WARN every [`WAIT_WARN_EVERY`]
+//!   while a plugin still handles a lost key. [`Delivery::apply_and_wait_at_most`]
+//!   also gives up waiting after a bound; use it only where the fence already
+//!   refuses what the late handler could still write (a closed or shut fence,
+//!   or a tenure that ended), never where the replica still holds the lease
+//!   for the lost keys (a ring change).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kube_informer::ownership::{Everything, Nothing};
 use kube_informer::{Handover, InformerRegistry, Ownership, Owns};
@@ -24,6 +30,9 @@ use parking_lot::{Mutex, RwLock};
 
 use super::ring::ArcSet;
 use super::shard::{Kinds, ShardOwns};
+
+/// How often a hand-over that is still waiting is logged.
+pub const WAIT_WARN_EVERY: Duration = Duration::from_secs(5);
 
 /// What this replica delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +86,9 @@ pub struct DeliveryStats {
 
 struct State {
     share: Share,
+    /// When the change in force started (a late [`Delivery::finished`] of
+    /// an earlier one does not end its transition).
+    current: Option<Instant>,
     stats: DeliveryStats,
     /// Shutting down: only [`Share::Nothing`] may be applied.
     sealed: bool,
@@ -114,6 +126,7 @@ impl Delivery {
             registry: RwLock::new(Weak::new()),
             state: Mutex::new(State {
                 share: Share::Nothing,
+                current: None,
                 stats: DeliveryStats::default(),
                 sealed: false,
             }),
@@ -190,6 +203,7 @@ impl Delivery {
         }
         let handover = self.ownership.set(SharedOwns(new));
         st.share = share;
+        st.current = Some(started);
         let s = &mut st.stats;
         s.handovers += 1;
         s.keys_gained += gained;
@@ -216,18 +230,65 @@ impl Delivery {
     pub fn finished(&self, started: Instant) {
         let ms = started.elapsed().as_millis() as u64;
         let mut st = self.state.lock();
+        let current = st.current == Some(started);
         let s = &mut st.stats;
-        s.in_transition = false;
+        if current {
+            s.in_transition = false;
+        }
         s.last_handover_ms = ms;
         s.max_handover_ms = s.max_handover_ms.max(ms);
         s.changed_at_unix_ms = unix_ms();
     }
 
-    /// Applies `share` and waits until no plugin handles a lost key.
+    /// Applies `share` and waits until no plugin handles a lost key,
+    /// logging a WARN every [`WAIT_WARN_EVERY`] meanwhile.
     pub async fn apply_and_wait(&self, share: Share) {
         let (handover, started) = self.apply(share);
-        handover.finished().await;
+        let mut wait = std::pin::pin!(handover.finished());
+        loop {
+            tokio::select! {
+                _ = &mut wait => break,
+                _ = tokio::time::sleep(WAIT_WARN_EVERY) => warn_waiting(started),
+            }
+        }
         self.finished(started);
+    }
+
+    /// Applies `share` and waits as [`Delivery::apply_and_wait`] does, but
+    /// for at most `bound`: past it, logs a WARN and returns `false` while
+    /// the rest of the hand-over finishes in the background (the report shows
+    /// it in transition until then). Only where the fence already stops what
+    /// a late handler could write.
+    pub async fn apply_and_wait_at_most(self: &Arc<Self>, share: Share, bound: Duration) -> bool {
+        let (handover, started) = self.apply(share);
+        let mut wait = tokio::spawn(handover.finished());
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let next = (tokio::time::Instant::now() + WAIT_WARN_EVERY).min(deadline);
+            tokio::select! {
+                _ = &mut wait => {
+                    self.finished(started);
+                    return true;
+                }
+                _ = tokio::time::sleep_until(next) => {
+                    if next < deadline {
+                        warn_waiting(started);
+                        continue;
+                    }
+                    tracing::warn!(
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        "stopped waiting for the hand-over: a plugin still handles a key this \
+                         replica gave up; the fence refuses its writes"
+                    );
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        let _ = wait.await;
+                        me.finished(started);
+                    });
+                    return false;
+                }
+            }
+        }
     }
 
     /// Cached keys delivered now, by resource.
@@ -260,11 +321,65 @@ impl Delivery {
     }
 }
 
+fn warn_waiting(started: Instant) {
+    tracing::warn!(
+        waited_ms = started.elapsed().as_millis() as u64,
+        "the hand-over waits for a plugin still handling a key this replica gave up"
+    );
+}
+
 /// An already shared predicate, as [`Ownership::set`] takes one by value.
 struct SharedOwns(Arc<dyn Owns>);
 
 impl Owns for SharedOwns {
     fn owns(&self, resource: &str, object: &kube_informer::Object) -> bool {
         self.0.owns(resource, object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube_informer::ownership::{Follower, FollowerWait};
+
+    /// A follower whose work on lost keys never ends (a plugin held in
+    /// quarantine with its batch).
+    struct Stuck;
+
+    impl Follower for Stuck {
+        fn rebase(&self, _p: &dyn Owns, _n: &Arc<dyn Owns>) -> Option<FollowerWait> {
+            Some(FollowerWait::new(std::future::pending()))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bounded_hand_over_wait_gives_up_at_its_bound_and_stays_in_transition() {
+        let d = Delivery::new(Kinds::new());
+        let stuck: Arc<dyn Follower> = Arc::new(Stuck);
+        d.ownership().follow(Arc::downgrade(&stuck));
+        let t0 = tokio::time::Instant::now();
+        let done = d
+            .apply_and_wait_at_most(Share::Everything, Duration::from_secs(12))
+            .await;
+        assert!(!done, "the stuck hand-over cannot finish");
+        assert_eq!(t0.elapsed(), Duration::from_secs(12));
+        assert!(d.stats().in_transition, "reported as still in transition");
+        assert_eq!(d.share(), Share::Everything, "the share is in force");
+        // A later change that finishes at once while the first still waits
+        // in the background.
+        drop(stuck);
+        assert!(
+            d.apply_and_wait_at_most(Share::Nothing, Duration::from_secs(1))
+                .await
+        );
+        assert!(!d.stats().in_transition);
+        let stuck: Arc<dyn Follower> = Arc::new(Stuck);
+        d.ownership().follow(Arc::downgrade(&stuck));
+        // The unbounded wait never returns while the plugin is stuck.
+        let d2 = d.clone();
+        let unbounded = tokio::spawn(async move { d2.apply_and_wait(Share::Everything).await });
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!unbounded.is_finished());
+        drop(stuck);
     }
 }

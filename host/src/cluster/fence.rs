@@ -284,4 +284,59 @@ mod tests {
             Err(Fenced::TooLate { timeout_ms: 5000 })
         );
     }
+
+    #[test]
+    fn a_call_longer_than_the_rest_of_the_lease_is_cut_to_the_fence_not_refused() {
+        let f = Fence::new(Duration::from_secs(3), Duration::from_millis(500));
+        let sent = Instant::now();
+        f.renewed(sent);
+        let tenure = f.tenure();
+        assert!(tenure.is_some());
+        // write_timeout_ms 10 s with 2.5 s of fence left: sent, cut to the
+        // fence's deadline.
+        let until = f
+            .admit(tenure, Instant::now() + Duration::from_secs(10))
+            .expect("admitted");
+        assert_eq!(until, sent + Duration::from_millis(2500));
+        // A shorter call keeps its own deadline.
+        let short = Instant::now() + Duration::from_millis(100);
+        assert_eq!(f.admit(tenure, short), Ok(short));
+        // Less than the shortest request time left: refused, not sent.
+        assert!(matches!(
+            f.admit(tenure, Instant::now() + Duration::from_millis(5)),
+            Err(Fenced::TooLate { .. })
+        ));
+    }
+
+    #[test]
+    fn a_call_begun_under_a_lost_tenure_never_writes_under_the_next() {
+        let f = Fence::new(Duration::from_secs(3), Duration::from_millis(500));
+        f.renewed(Instant::now());
+        let first = f.tenure();
+        let later = || Instant::now() + Duration::from_secs(1);
+        assert!(f.admit(first, later()).is_ok());
+        // A renewal while open keeps the tenure.
+        f.renewed(Instant::now());
+        assert_eq!(f.tenure(), first);
+        // Lost, then won back: the fence reopens under a new tenure, and
+        // what began under the first may not write.
+        f.close();
+        assert_eq!(f.admit(first, later()), Err(Fenced::NotHeld));
+        assert_eq!(f.tenure(), None, "nothing begins while closed");
+        f.renewed(Instant::now());
+        let second = f.tenure();
+        assert_ne!(second, first);
+        assert_eq!(f.admit(first, later()), Err(Fenced::StaleTenure));
+        assert!(f.admit(second, later()).is_ok());
+        // A lapse (no renewal in time) ends a tenure too.
+        let g = Fence::new(Duration::from_millis(40), Duration::ZERO);
+        g.renewed(Instant::now());
+        let t = g.tenure();
+        std::thread::sleep(Duration::from_millis(60));
+        g.renewed(Instant::now());
+        assert_eq!(g.admit(t, later()), Err(Fenced::StaleTenure));
+        // Shut: nothing, whatever the tenure.
+        f.shut();
+        assert_eq!(f.admit(second, later()), Err(Fenced::NotHeld));
+    }
 }

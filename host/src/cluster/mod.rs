@@ -242,7 +242,11 @@ impl Cluster {
                 let (elector, mut rx) = Elector::new(lock, timing, self.fence.clone());
                 *self.election.lock() = Some(rx.clone());
                 let delivery = self.delivery.clone();
+                let bound = timing.lease_duration;
                 // Follow the role: everything while leading, nothing otherwise.
+                // The wait for the previous role's handlers is bounded: the
+                // fence closed before the role changed, and a handler begun
+                // under the lost tenure may not write under the next one.
                 let follower = tokio::spawn(async move {
                     loop {
                         let leader = rx.borrow_and_update().leader;
@@ -251,7 +255,7 @@ impl Cluster {
                         } else {
                             Share::Nothing
                         };
-                        delivery.apply_and_wait(share).await;
+                        delivery.apply_and_wait_at_most(share, bound).await;
                         if rx.changed().await.is_err() {
                             return;
                         }
@@ -321,7 +325,8 @@ impl Cluster {
 
     /// Stops delivering, for shutdown: shuts the fence, stops the election or
     /// membership from changing what is delivered, narrows delivery to nothing
-    /// and waits until no plugin handles an event. The lease is still held
+    /// and waits until no plugin handles an event, for at most a lease
+    /// duration (the fence refuses whatever a later handler would write). The lease is still held
     /// (leader) or still present (sharded): [`Cluster::release`] gives it up.
     pub async fn stop_delivery(&self) {
         if std::mem::replace(&mut *self.stopped.lock(), true) {
@@ -334,7 +339,12 @@ impl Cluster {
             f.abort();
             let _ = f.await;
         }
-        self.delivery.apply_and_wait(Share::Nothing).await;
+        // Bounded: the fence is shut, so a handler that outlives the wait
+        // cannot write, and shutdown must not outlast the pod's grace.
+        let bound = self.settings.timing().lease_duration;
+        self.delivery
+            .apply_and_wait_at_most(Share::Nothing, bound)
+            .await;
     }
 
     /// Gives the lease up, after the plugins drained: a leader releases the

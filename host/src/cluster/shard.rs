@@ -152,4 +152,104 @@ mod tests {
         kinds.insert("example.com/v1/widgets", "example.com", "Widget");
         assert!(all.owns("example.com/v1/widgets", &w));
     }
+
+    /// One replica of a ring, with a controller `for` Deployments `owns`
+    /// ConfigMaps under its share: the `for` and `owns` listeners'
+    /// predicates and the workers' key check.
+    struct Replica {
+        cluster: Arc<kube_informer::Ownership>,
+        keys: Arc<kube_informer::workqueue::OwnedKeys>,
+        for_: Arc<kube_informer::Ownership>,
+        owns: Arc<kube_informer::Ownership>,
+        _queue: Arc<kube_informer::workqueue::WorkQueue<Arc<str>>>,
+    }
+
+    fn replica(arcs: ArcSet, kinds: &Arc<Kinds>) -> Replica {
+        use kube_informer::workqueue::{OwnedKeys, RateLimiterConfig, Route, WorkQueue};
+        let cluster = kube_informer::Ownership::new(ShardOwns::new(arcs, kinds.clone()));
+        let queue = WorkQueue::<Arc<str>>::new(RateLimiterConfig::default());
+        let keys = OwnedKeys::follow(cluster.clone(), "apps/v1/deployments", &queue);
+        let for_ = keys.route(Route::Primary);
+        let owns = keys.route(Route::ControllerOwner {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespaced: true,
+        });
+        Replica {
+            cluster,
+            keys,
+            for_,
+            owns,
+            _queue: queue,
+        }
+    }
+
+    /// Which replicas route Deployment `i` (controlled by a Rollout of its
+    /// own) by each trigger: its own add, its ConfigMap's change, its key
+    /// at the worker, its delete (the key of an object no longer cached).
+    fn routes(reps: &[Replica], i: usize) -> [Vec<usize>; 3] {
+        use kube_informer::workqueue::KeyFilter;
+        let d = obj(&format!(
+            r#"{{"metadata":{{"name":"d-{i}","namespace":"shop","ownerReferences":[
+                {{"apiVersion":"rollouts.example.com/v1","kind":"Rollout","name":"r-{i}","uid":"r{i}","controller":true}}]}}}}"#
+        ));
+        let cm = obj(&format!(
+            r#"{{"metadata":{{"name":"cfg-{i}","namespace":"shop","ownerReferences":[
+                {{"apiVersion":"apps/v1","kind":"Deployment","name":"d-{i}","uid":"d{i}","controller":true}}]}}}}"#
+        ));
+        let key = format!("shop/d-{i}");
+        let who = |f: &dyn Fn(&Replica) -> bool| {
+            (0..reps.len()).filter(|&r| f(&reps[r])).collect::<Vec<_>>()
+        };
+        [
+            who(&|r| r.for_.owns("apps/v1/deployments", &d)),
+            who(&|r| r.owns.owns("v1/configmaps", &cm)),
+            who(&|r| r.keys.admits("apps/v1/deployments", &key)),
+        ]
+    }
+
+    #[test]
+    fn a_controllers_triggers_and_workers_route_a_key_by_the_primarys_own_key() {
+        let kinds = Kinds::new();
+        let ring = Ring::new(["a", "b", "c"], 100);
+        let reps: Vec<Replica> = ring
+            .members()
+            .iter()
+            .map(|m| replica(ring.arcs_of(m), &kinds))
+            .collect();
+        let mut owner_elsewhere = 0;
+        for i in 0..60 {
+            let [by_add, by_child, by_key] = routes(&reps, i);
+            assert_eq!(by_add.len(), 1, "d-{i}: its add reaches {by_add:?}");
+            assert_eq!(by_child, by_add, "d-{i}: its ConfigMap's change");
+            assert_eq!(by_key, by_add, "d-{i}: its key (also once deleted)");
+            // The case that broke: the Deployment's own controller hashes
+            // elsewhere than the Deployment.
+            let rollout = format!("rollouts.example.com/Rollout/shop/r-{i}");
+            if !ring
+                .arcs_of(&ring.members()[by_add[0]])
+                .contains(hash(rollout.as_bytes()))
+            {
+                owner_elsewhere += 1;
+            }
+        }
+        assert!(owner_elsewhere > 10, "too few keys exercise the case");
+
+        // A ring change reaches every routed predicate.
+        let two = Ring::new(["a", "b"], 100);
+        for (r, m) in reps.iter().zip(ring.members()) {
+            let h = r.cluster.set(ShardOwns::new(two.arcs_of(m), kinds.clone()));
+            assert!(!h.is_waiting());
+        }
+        for i in 0..60 {
+            let [by_add, by_child, by_key] = routes(&reps, i);
+            assert_eq!(by_add.len(), 1, "d-{i} after the change: {by_add:?}");
+            assert!(
+                by_add[0] < 2,
+                "d-{i} is still routed to the member that left"
+            );
+            assert_eq!(by_child, by_add);
+            assert_eq!(by_key, by_add);
+        }
+    }
 }

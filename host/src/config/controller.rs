@@ -1,5 +1,6 @@
 //! The keys of a controller manifest: `for` (the primary resource), `owns`,
-//! `[[watches]]`, `workers` and the retry rate limiter (`retry_*`).
+//! `[[watches]]`, `workers`, the retry rate limiter (`retry_*`) and the work
+//! queue's ageing (`max_low_priority_wait_ms`).
 //!
 //! Job: validate them into a [`ControllerSpec`], and refuse the mixes that
 //! cannot mean anything: controller keys without `for`, and the event-handler
@@ -57,6 +58,10 @@ pub struct ControllerSpec {
     /// `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`,
     /// `retry_burst` (default client-go's: 5 ms, 1000 s, 10/s, 100).
     pub rate_limiter: RateLimiterConfig,
+    /// `max_low_priority_wait_ms`: how long an initial-list or resync key
+    /// waits behind live ones before it takes every other turn (default 5 s;
+    /// `None`, from 0: never, as controller-runtime).
+    pub max_low_priority_wait: Option<Duration>,
 }
 
 impl ControllerSpec {
@@ -129,7 +134,7 @@ fn controller_only_keys(raw: &RawManifest) -> Vec<(&'static str, Range<usize>)> 
     if let Some(w) = raw.watches.as_ref().and_then(|w| w.first()) {
         out.push(("watches", w.resource.span()));
     }
-    let spans: [(&'static str, Option<Range<usize>>); 5] = [
+    let spans: [(&'static str, Option<Range<usize>>); 6] = [
         ("workers", raw.workers.as_ref().map(|v| v.span())),
         (
             "retry_base_delay_ms",
@@ -141,6 +146,10 @@ fn controller_only_keys(raw: &RawManifest) -> Vec<(&'static str, Range<usize>)> 
         ),
         ("retry_qps", raw.retry_qps.as_ref().map(|v| v.span())),
         ("retry_burst", raw.retry_burst.as_ref().map(|v| v.span())),
+        (
+            "max_low_priority_wait_ms",
+            raw.max_low_priority_wait_ms.as_ref().map(|v| v.span()),
+        ),
     ];
     out.extend(spans.into_iter().filter_map(|(k, s)| s.map(|s| (k, s))));
     out
@@ -341,6 +350,17 @@ pub(super) fn controller_spec(
     if let Some(b) = ranged(src, &raw.retry_burst, "retry_burst", 1, 100_000)? {
         rl.burst = b as u32;
     }
+    let max_low_priority_wait = match ranged(
+        src,
+        &raw.max_low_priority_wait_ms,
+        "max_low_priority_wait_ms",
+        0,
+        3_600_000,
+    )? {
+        Some(0) => None,
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => Some(kube_informer::workqueue::queue::DEFAULT_MAX_LOW_PRIORITY_WAIT),
+    };
     Ok(Some(ControllerSpec {
         primary: Located {
             value: primary_id,
@@ -350,6 +370,7 @@ pub(super) fn controller_spec(
         watches,
         workers,
         rate_limiter: rl,
+        max_low_priority_wait,
     }))
 }
 
@@ -388,6 +409,35 @@ impl PluginManifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Limits;
+
+    #[test]
+    fn max_low_priority_wait_defaults_to_five_seconds_and_zero_turns_ageing_off() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("c.wasm"), b"").unwrap();
+        let path = dir.path().join("c.toml");
+        let parse = |text: String| PluginManifest::parse(&path, &text, &Limits::default());
+        let wait = |extra: &str| {
+            parse(format!(
+                "name = \"c\"\nwasm = \"c.wasm\"\nfor = \"apps/v1/deployments\"\n{extra}\n"
+            ))
+            .map(|m| m.controller.unwrap().max_low_priority_wait)
+        };
+        assert_eq!(wait("").unwrap(), Some(Duration::from_secs(5)));
+        assert_eq!(wait("max_low_priority_wait_ms = 0").unwrap(), None);
+        assert_eq!(
+            wait("max_low_priority_wait_ms = 250").unwrap(),
+            Some(Duration::from_millis(250))
+        );
+        let e = wait("max_low_priority_wait_ms = 4000000").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("max_low_priority_wait_ms"));
+        let e = parse(
+            "name = \"c\"\nwasm = \"c.wasm\"\nresources = [\"v1/pods\"]\nmax_low_priority_wait_ms = 10\n"
+                .into(),
+        )
+        .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("max_low_priority_wait_ms"), "{e}");
+    }
 
     #[test]
     fn metadata_keys() {

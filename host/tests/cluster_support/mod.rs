@@ -107,6 +107,38 @@ pub fn cluster_fixture(mode: &str, t: Timing, pods: usize) -> tempfile::TempDir 
     tmp
 }
 
+/// A config directory like [`cluster_fixture`]'s, with one plugin instead
+/// of `event-log`: `manifest` is its manifest without `name` and `wasm`, and
+/// `wasm` its component.
+pub fn cluster_fixture_with(
+    mode: &str,
+    t: Timing,
+    pods: usize,
+    name: &str,
+    wasm: &str,
+    manifest: &str,
+) -> tempfile::TempDir {
+    let tmp = cluster_fixture(mode, t, pods);
+    std::fs::remove_file(tmp.path().join("plugins/event-log.toml")).unwrap();
+    std::fs::copy(wasm, tmp.path().join(format!("wasm/{name}.wasm"))).unwrap();
+    std::fs::write(
+        tmp.path().join(format!("plugins/{name}.toml")),
+        format!("name = \"{name}\"\nwasm = \"../wasm/{name}.wasm\"\n{manifest}"),
+    )
+    .unwrap();
+    tmp
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill (procps) is needed to signal a replica")
+        .success();
+    assert!(ok, "kill -{signal} {pid} failed");
+}
+
 /// One request of the simulator's log.
 #[derive(Debug, Clone)]
 pub struct Req {
@@ -116,6 +148,9 @@ pub struct Req {
     pub at_micros: u64,
     pub status: u16,
     pub body: String,
+    pub query: String,
+    /// The resourceVersion the server assigned to a write it applied.
+    pub written_rv: Option<u64>,
 }
 
 impl Req {
@@ -197,6 +232,8 @@ impl Sim {
                 at_micros: r["atMicros"].as_u64().unwrap_or(0),
                 status: r["status"].as_u64().unwrap_or(0) as u16,
                 body: r["body"].as_str().unwrap_or("").into(),
+                query: r["query"].as_str().unwrap_or("").into(),
+                written_rv: r["writtenResourceVersion"].as_u64(),
             })
             .collect()
     }
@@ -752,4 +789,62 @@ impl Sampling {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// The holder of the election Lease at `path` after each write the server
+/// applied, in resourceVersion order: (resourceVersion, holder), the holder
+/// empty after a release. Taken from the request bodies of the accepted
+/// writes and ordered by the resourceVersions the server assigned, so it is
+/// the Lease history as the server stored it.
+pub fn lease_history(reqs: &[Req], path: &str) -> Vec<(u64, String)> {
+    let (collection, name) = path.rsplit_once('/').unwrap();
+    let mut out: Vec<(u64, String)> = reqs
+        .iter()
+        .filter(|r| r.is_accepted_write())
+        .filter_map(|r| {
+            let rv = r.written_rv?;
+            let body: Value = serde_json::from_str(&r.body).ok()?;
+            let creates =
+                r.method == "POST" && r.path == collection && body["metadata"]["name"] == name;
+            if r.path != path && !creates {
+                return None;
+            }
+            let holder = body["spec"]["holderIdentity"].as_str().unwrap_or("");
+            Some((rv, holder.to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The history checker of leader mode: every applied write that `counts`
+/// selects must lie, in resourceVersion order, inside a tenure of the replica
+/// that sent it: the last change of the Lease's holder before the write's
+/// resourceVersion made that replica the holder, and no release or other
+/// acquisition came in between. Writes without a replica's user agent (the
+/// test's own) are not judged. Returns one line per violation.
+pub fn writes_outside_tenure(
+    reqs: &[Req],
+    lease_path: &str,
+    counts: impl Fn(&Req) -> bool,
+) -> Vec<String> {
+    let history = lease_history(reqs, lease_path);
+    let mut out = Vec::new();
+    for w in reqs.iter().filter(|r| r.is_accepted_write() && counts(r)) {
+        let (Some(rv), Some(who)) = (w.written_rv, w.replica()) else {
+            continue;
+        };
+        let holder = history
+            .iter()
+            .take_while(|(at, _)| *at < rv)
+            .last()
+            .map(|(_, h)| h.as_str());
+        if holder != Some(who) {
+            out.push(format!(
+                "{who} wrote {} {} at rv {rv} while the Lease was held by {holder:?}",
+                w.method, w.path
+            ));
+        }
+    }
+    out
 }

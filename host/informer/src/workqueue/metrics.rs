@@ -6,7 +6,9 @@
 //! (`queue_duration`), and how long its processing took (`work_duration`).
 //! The in-progress figures (`unfinished_work_seconds`,
 //! `longest_running_processor_seconds`) are computed by the queue from its
-//! processing set when a snapshot is taken.
+//! processing set when a snapshot is taken, and so is the age of the oldest
+//! ready low-priority key (`oldest_low_priority_seconds`, the queue's
+//! ageing at work; with `aged`, the keys it handed out as overdue).
 //!
 //! Invariant: recording is a few relaxed atomic operations and never takes a
 //! lock; a snapshot never blocks a worker for longer than the queue's own
@@ -112,6 +114,9 @@ pub struct QueueMetrics {
     pub queue_duration: DurationHistogram,
     /// From a worker taking a key to its `done`.
     pub work_duration: DurationHistogram,
+    /// Low-priority keys handed out ahead of live ones because they were
+    /// overdue (the queue's ageing).
+    pub aged: AtomicU64,
 }
 
 /// A copy of a queue's metrics, with the in-progress figures.
@@ -137,6 +142,14 @@ pub struct QueueMetricsSnapshot {
     /// `workqueue_longest_running_processor_seconds`: how long the longest
     /// key in progress has been processed.
     pub longest_running_processor_seconds: f64,
+    /// How long the oldest ready low-priority key (an initial list's, a
+    /// resync's) has waited so far; 0 when there is none.
+    #[serde(default)]
+    pub oldest_low_priority_seconds: f64,
+    /// Low-priority keys handed out ahead of live ones because they waited
+    /// past the queue's `max_low_priority_wait`.
+    #[serde(default)]
+    pub aged: u64,
 }
 
 #[cfg(test)]

@@ -28,9 +28,10 @@
 //!   sharded deployment decides which keys this replica processes.
 //! - [`sharding`]: [`OwnedKeys`], the queue under an
 //!   [`Ownership`](crate::Ownership) predicate (leader election, sharding):
-//!   the filter of triggers and workers, and a follower of the predicate's
-//!   changes that drops lost keys and holds the handover until no worker
-//!   reconciles one.
+//!   every trigger and the workers route by the primary's own key; the
+//!   filter of triggers and workers, the predicate of the `for` and `owns`
+//!   listeners, and a follower of the predicate's changes that drops lost
+//!   keys and holds the handover until no worker reconciles one.
 //!
 //! # Example
 //!
@@ -79,7 +80,7 @@ pub use metrics::{HistogramSnapshot, QueueMetricsSnapshot};
 pub use priority::Priority;
 pub use queue::{AddOpts, Item, QueueKey, WorkQueue};
 pub use rate_limiter::{RateLimiter, RateLimiterConfig};
-pub use sharding::OwnedKeys;
+pub use sharding::{OwnedKeys, Route};
 pub use triggers::KeyFilter;
 pub use workers::{
     reconcile_fn, Admit, Outcome, Reconcile, ReconcileCounts, ReconcileStats, StartGate,

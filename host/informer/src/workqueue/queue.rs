@@ -24,6 +24,29 @@
 //!   one (the clock is tokio's, so tests run on a paused clock).
 //! - After [`WorkQueue::shut_down`] nothing is added and `get` returns
 //!   `None`; keys in progress may still be marked done.
+//! - Ageing: a key below [`Priority::LIVE`] that has been ready for
+//!   [`WorkQueue::max_low_priority_wait`] (5 s by default) is *overdue*.
+//!   While any key is overdue, every other key handed out is the oldest
+//!   overdue one; the others go by priority as before. So live churn,
+//!   whatever its rate, never holds a low-priority key back for more than
+//!   the bound plus one turn in two of the overdue keys older than it, and a
+//!   fresh change waits behind at most one overdue key per live key ahead of
+//!   it.
+//!
+//! # Why a time bound, alternating once overdue
+//!
+//! Without ageing, churn above the workers' capacity starves the keys of an
+//! initial list for as long as it lasts (controller-runtime#3496). The other
+//! common fix, every Kth pop taken from the low level, gives low keys 1/K of
+//! the workers from the first moment, also when they have only just arrived:
+//! a restart of a busy controller then slows every live change by the same
+//! share, for no benefit while the low keys are young. A time bound costs live
+//! changes nothing for the first `max_low_priority_wait`; past it, alternating
+//! (rather than serving every overdue key first) keeps a fresh change fast
+//! even when hundreds of initial-list keys become overdue at once: it waits
+//! for at most one overdue key per live key ahead of it, and the overdue keys
+//! get half the workers until they are gone. When no live key is ready,
+//! overdue or not, the low keys take every worker as before.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -39,6 +62,10 @@ use super::delaying::Timers;
 use super::metrics::{QueueMetrics, QueueMetricsSnapshot};
 use super::priority::{Priority, ReadySet};
 use super::rate_limiter::{RateLimiter, RateLimiterConfig};
+
+/// How long a low-priority key may wait ready before it is overdue (see the
+/// module documentation), unless set otherwise.
+pub const DEFAULT_MAX_LOW_PRIORITY_WAIT: Duration = Duration::from_secs(5);
 
 /// What a key must be to be queued: cheap to clone (an `Arc<str>`, a small
 /// struct), ordered, hashable and printable (in log lines).
@@ -90,6 +117,11 @@ struct Entry {
 }
 
 struct State<K> {
+    /// The ageing bound; `None`: low keys wait behind live ones forever.
+    max_low_wait: Option<Duration>,
+    /// The last key handed out was an overdue low one (the next goes by
+    /// priority).
+    aged_last: bool,
     items: HashMap<K, Entry>,
     ready: ReadySet<K>,
     timers: Timers<K>,
@@ -135,6 +167,8 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn with_limiter(limiter: Box<dyn RateLimiter<K>>) -> Self {
         Self {
             state: Mutex::new(State {
+                max_low_wait: Some(DEFAULT_MAX_LOW_PRIORITY_WAIT),
+                aged_last: false,
                 items: HashMap::new(),
                 ready: ReadySet::default(),
                 timers: Timers::default(),
@@ -147,6 +181,17 @@ impl<K: QueueKey> WorkQueue<K> {
             finished: Notify::new(),
             metrics: QueueMetrics::default(),
         }
+    }
+
+    /// Sets the ageing bound: a key below [`Priority::LIVE`] ready for this
+    /// long is overdue and handed out every other turn (`None`: never).
+    pub fn set_max_low_priority_wait(&self, bound: Option<Duration>) {
+        self.state.lock().max_low_wait = bound;
+    }
+
+    /// The ageing bound.
+    pub fn max_low_priority_wait(&self) -> Option<Duration> {
+        self.state.lock().max_low_wait
     }
 
     /// Queues `key`, ready now, at [`Priority::LIVE`].
@@ -301,9 +346,27 @@ impl<K: QueueKey> WorkQueue<K> {
         self.take(&mut st, Instant::now())
     }
 
+    /// Whether the oldest ready low-priority key is overdue at `now`.
+    fn overdue(&self, st: &State<K>, now: Instant) -> bool {
+        let Some(bound) = st.max_low_wait else {
+            return false;
+        };
+        st.ready
+            .oldest_low()
+            .and_then(|k| st.items.get(k))
+            .is_some_and(|e| now.saturating_duration_since(e.since) >= bound)
+    }
+
     fn take(&self, st: &mut State<K>, now: Instant) -> Option<Item<K>> {
         self.promote(st, now);
-        let (key, priority, _) = st.ready.pop()?;
+        let aged = !st.aged_last && st.ready.has_live() && self.overdue(st, now);
+        let (key, priority, _) = if aged {
+            self.metrics.aged.fetch_add(1, Ordering::Relaxed);
+            st.ready.pop_oldest_low()?
+        } else {
+            st.ready.pop()?
+        };
+        st.aged_last = aged;
         let e = st.items.remove(&key).expect("a ready key has an entry");
         self.metrics.depth.fetch_sub(1, Ordering::Relaxed);
         self.metrics
@@ -466,7 +529,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// The metrics, with the in-progress figures as of now.
     pub fn metrics(&self) -> QueueMetricsSnapshot {
         let now = Instant::now();
-        let (waiting, processing, unfinished, longest) = {
+        let (waiting, processing, unfinished, longest, oldest_low) = {
             let st = self.state.lock();
             let mut sum = Duration::ZERO;
             let mut max = Duration::ZERO;
@@ -475,7 +538,12 @@ impl<K: QueueKey> WorkQueue<K> {
                 sum += d;
                 max = max.max(d);
             }
-            (st.timers.len(), st.processing.len(), sum, max)
+            let oldest_low = st
+                .ready
+                .oldest_low()
+                .and_then(|k| st.items.get(k))
+                .map_or(Duration::ZERO, |e| now.saturating_duration_since(e.since));
+            (st.timers.len(), st.processing.len(), sum, max, oldest_low)
         };
         let m = &self.metrics;
         QueueMetricsSnapshot {
@@ -488,6 +556,8 @@ impl<K: QueueKey> WorkQueue<K> {
             work_duration: m.work_duration.snapshot(),
             unfinished_work_seconds: unfinished.as_secs_f64(),
             longest_running_processor_seconds: longest.as_secs_f64(),
+            oldest_low_priority_seconds: oldest_low.as_secs_f64(),
+            aged: m.aged.load(Ordering::Relaxed),
         }
     }
 }

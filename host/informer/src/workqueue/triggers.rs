@@ -28,8 +28,6 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::priority::Priority;
 use super::queue::WorkQueue;
 use crate::handler::{Delivery, Handler};
@@ -87,30 +85,6 @@ pub enum KeyMap {
     },
 }
 
-#[derive(Deserialize)]
-struct Doc {
-    #[serde(default)]
-    metadata: DocMeta,
-}
-
-#[derive(Deserialize, Default)]
-struct DocMeta {
-    #[serde(default, rename = "ownerReferences")]
-    owner_references: Vec<DocOwner>,
-}
-
-#[derive(Deserialize)]
-struct DocOwner {
-    #[serde(default, rename = "apiVersion")]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    controller: Option<bool>,
-}
-
 fn key_in(namespace: Option<&str>, name: &str, namespaced: bool) -> Option<String> {
     if name.is_empty() {
         return None;
@@ -123,6 +97,23 @@ fn key_in(namespace: Option<&str>, name: &str, namespaced: bool) -> Option<Strin
     }
 }
 
+/// The key of `object`'s controller owner (its `ownerReferences` entry with
+/// `controller: true`) when that owner is of API group `group` and kind
+/// `kind`. The one reading of an owner reference that both the `owns`
+/// trigger and the sharding of a controller's keys use.
+pub fn controller_key(
+    object: &Object,
+    group: &str,
+    kind: &str,
+    namespaced: bool,
+) -> Option<String> {
+    let owner = object.meta.controller.as_ref()?;
+    if owner.group() != group || owner.kind != kind {
+        return None;
+    }
+    key_in(object.meta.namespace.as_deref(), &owner.name, namespaced)
+}
+
 impl KeyMap {
     /// The primary keys `object` maps to (at most one).
     pub fn key_of(&self, object: &Object) -> Option<String> {
@@ -133,22 +124,7 @@ impl KeyMap {
                 group,
                 kind,
                 namespaced,
-            } => {
-                if object.meta.owner_uids.is_empty() {
-                    return None;
-                }
-                let doc: Doc = serde_json::from_str(&object.json).ok()?;
-                let owner = doc
-                    .metadata
-                    .owner_references
-                    .into_iter()
-                    .find(|o| o.controller == Some(true))?;
-                let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-                if owner_group != group || &owner.kind != kind {
-                    return None;
-                }
-                key_in(ns, &owner.name, *namespaced)
-            }
+            } => controller_key(object, group, kind, *namespaced),
             KeyMap::Label { key, namespaced } => {
                 key_in(ns, object.meta.labels.get(key)?, *namespaced)
             }
