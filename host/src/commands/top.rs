@@ -863,15 +863,26 @@ pub fn run(args: TopArgs) -> Result<(), Failure> {
         source: format!("http://{authority}{path}"),
         ..Default::default()
     };
-    let take = |m: &mut Model| match scrape(&authority, &path, timeout) {
-        Ok(text) => {
-            let s = parse_metrics(&text);
-            m.rates.update(&s, Instant::now());
-            m.snapshot = Some(s);
-            m.error = None;
-        }
-        Err(e) => m.error = Some(e),
+    let take = |m: &mut Model| {
+        let sent = Instant::now();
+        let scraped = scrape(&authority, &path, timeout);
+        // The host counted what it answers somewhere between the request
+        // and the answer: the midpoint halves the error a slow scrape puts
+        // into a rate, and keeps it from growing with the parse.
+        let at = sent + sent.elapsed() / 2;
+        take_scrape(m, scraped, at)
     };
+    fn take_scrape(m: &mut Model, scraped: Result<String, String>, at: Instant) {
+        match scraped {
+            Ok(text) => {
+                let s = parse_metrics(&text);
+                m.rates.update(&s, at);
+                m.snapshot = Some(s);
+                m.error = None;
+            }
+            Err(e) => m.error = Some(e),
+        }
+    }
     if args.once {
         take(&mut m);
         if let Some(e) = &m.error {

@@ -304,7 +304,10 @@ pub fn simulator(dir: &Path, host_toml: &str) -> (HostProc, PathBuf) {
     ]);
     let started = Instant::now();
     while !kubeconfig.exists() {
-        assert!(started.elapsed() < LONG, "the simulator wrote no kubeconfig");
+        assert!(
+            started.elapsed() < LONG,
+            "the simulator wrote no kubeconfig"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
