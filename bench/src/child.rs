@@ -83,6 +83,7 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
         reached,
         rss_bytes: mem::rss_bytes().unwrap_or(0),
         rss_base_bytes: base.0,
+        rss_peak_bytes: mem::peak_rss_bytes().unwrap_or(0),
         heap_bytes: alloc::live_bytes(),
         heap_base_bytes: base.1,
         cached_objects: cached,

@@ -4,14 +4,16 @@
 //! `docs/BENCHMARKS.md`.
 //!
 //! Invariant: every measured side runs in a child process of this binary
-//! (`bench child SPEC`), against the simulator served by the parent; a full
-//! run that would write the report refuses a working tree that differs from
-//! its commit unless told otherwise, and then says so in the report.
+//! (`bench child SPEC`; B11's idle instances `bench instances SPEC`), against
+//! the simulator served by the parent; a full run that would write the report
+//! refuses a working tree that differs from its commit unless told otherwise,
+//! and then says so in the report.
 
 mod alloc;
 mod child;
 mod driver;
 mod fixture;
+mod instances;
 mod mem;
 mod ours;
 mod peer;
@@ -81,6 +83,10 @@ enum Cmd {
     /// Internal: hosts one measured side (SPEC is JSON).
     #[command(hide = true)]
     Child { spec: String },
+    /// Internal: starts idle plugin instances and reports their memory (SPEC
+    /// is JSON).
+    #[command(hide = true)]
+    Instances { spec: String },
 }
 
 fn main() -> Result<()> {
@@ -94,6 +100,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     let cmd = match cli.cmd {
         Cmd::Child { spec } => return child::main(&spec),
+        Cmd::Instances { spec } => return instances::main(&spec),
         Cmd::Describe => {
             print!("{}", suite::methodology(&[]));
             return Ok(());
@@ -102,7 +109,9 @@ fn main() -> Result<()> {
     };
     let tree = provenance::Tree::read();
     let (mut plan, out, only) = match cmd {
-        Cmd::Child { .. } | Cmd::Describe => unreachable!("handled above"),
+        Cmd::Child { .. } | Cmd::Instances { .. } | Cmd::Describe => {
+            unreachable!("handled above")
+        }
         Cmd::Quick { out, only } => (plan::Plan::new(plan::Mode::Quick), out, only),
         Cmd::Full {
             out,

@@ -148,6 +148,34 @@ macro_rules! with_root_stream {
     };
 }
 
+/// Waits until `store` holds `want` objects, polling `Store::len()` every 2 ms
+/// (as our side's sync wait polls), or fails at `deadline`.
+///
+/// `Store::wait_until_ready()` is not used: in kube-runtime 5.0 its readiness
+/// (`DelayedInit` over a oneshot receiver) keeps the waker of the last task
+/// that polled it only, so polling it here could take the wake-up from a
+/// controller waiting on the same Store. `len()` takes a read lock and
+/// registers no waker; the writer swaps the whole initial list into the store
+/// at `InitDone`, so the count reaches the fixture's size exactly when the
+/// store becomes ready.
+async fn store_filled<K: Cached>(
+    store: &Store<K>,
+    want: u64,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<()> {
+    while (store.len() as u64) < want {
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "a Store held {} of {want} initial objects after {timeout:?}",
+                store.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
 impl PeerSide {
     /// Starts the reflector(s) and waits for sync.
     pub async fn start(spec: &SideSpec, client: kube::Client) -> Result<(Self, Vec<String>)> {
@@ -291,19 +319,7 @@ impl PeerSide {
         let timeout = Duration::from_secs(spec.sync_timeout_secs);
         let deadline = tokio::time::Instant::now() + timeout;
         for s in stores {
-            // Polled, not awaited once: in kube-runtime 5.0 the readiness
-            // (`DelayedInit` over a oneshot receiver) keeps the waker of the
-            // last task that polled it only, so with controllers also waiting
-            // on the store this task may never be woken. Polling every 2 ms is
-            // what our side's sync wait does too.
-            while tokio::time::timeout(Duration::from_millis(2), s.wait_until_ready())
-                .await
-                .is_err()
-            {
-                if tokio::time::Instant::now() >= deadline {
-                    bail!("a Store did not become ready within {timeout:?}");
-                }
-            }
+            store_filled(s, spec.expect_objects, deadline, timeout).await?;
         }
         for p in probes.iter().filter(|p| p.tracked) {
             while p.total() < spec.expect_objects {
@@ -343,5 +359,68 @@ impl PeerSide {
         for t in self.tasks {
             t.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube_runtime::watcher::Event;
+
+    fn pod(name: &str) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("default".into());
+        p
+    }
+
+    /// The harness's sync wait registers no waker on the Store's readiness, so
+    /// a task already awaiting `wait_until_ready()` on the same Store (as a
+    /// controller does) is still woken when the initial list is done.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sync_wait_leaves_the_store_readiness_to_its_other_waiters() {
+        let (store, mut writer) = reflector::store::<Pod>();
+        let waiter = {
+            let store = store.clone();
+            tokio::spawn(async move { store.wait_until_ready().await.is_ok() })
+        };
+        // Let the waiter poll first and park its waker.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let timeout = Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let wait = {
+            let store = store.clone();
+            tokio::spawn(async move { store_filled(&store, 3, deadline, timeout).await })
+        };
+        // The harness's wait polls for a while before the list is done.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        writer.apply_watcher_event(&Event::Init);
+        for n in ["a", "b", "c"] {
+            writer.apply_watcher_event(&Event::InitApply(pod(n)));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        wait.await.unwrap().unwrap();
+        let woken = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+        assert!(
+            matches!(woken, Ok(Ok(true))),
+            "the task awaiting wait_until_ready() was not woken: {woken:?}"
+        );
+    }
+
+    /// The wait ends only when the store holds every initial object: a store
+    /// still in its initial list (objects buffered, not yet swapped in) is not
+    /// synced.
+    #[tokio::test]
+    async fn sync_wait_ends_only_when_the_store_holds_every_initial_object() {
+        let (store, mut writer) = reflector::store::<Pod>();
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(pod("a")));
+        let timeout = Duration::from_millis(100);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let early = store_filled(&store, 1, deadline, timeout).await;
+        assert!(early.is_err(), "synced before InitDone");
+        writer.apply_watcher_event(&Event::InitDone);
+        let deadline = tokio::time::Instant::now() + timeout;
+        store_filled(&store, 1, deadline, timeout).await.unwrap();
     }
 }

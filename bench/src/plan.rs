@@ -4,7 +4,7 @@
 //! Invariant: the full plan is the specification (20k pods for B1/B4, 50k for
 //! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
 //! plugins at 5k events/s for a minute for B8, 5k pods patched for B9, 20k
-//! Deployments reconciled for B10) with at least
+//! Deployments reconciled for B10, 50 idle instances for B11) with at least
 //! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
 //! small sizes with two rounds, so both side orders of the ABBA alternation run.
 
@@ -51,6 +51,8 @@ pub struct Plan {
     pub b9_events: usize,
     /// Deployments the controllers reconcile.
     pub b10_deployments: usize,
+    /// Idle instances started after the first.
+    pub b11_instances: usize,
 }
 
 impl Plan {
@@ -82,6 +84,9 @@ impl Plan {
                 b9_pods: 200,
                 b9_events: 500,
                 b10_deployments: 500,
+                // Seconds either way; fewer would leave the per-instance
+                // figure to page and allocator-segment rounding.
+                b11_instances: 50,
             },
             Mode::Full => Plan {
                 mode,
@@ -111,6 +116,7 @@ impl Plan {
                 b9_pods: 5_000,
                 b9_events: 20_000,
                 b10_deployments: 20_000,
+                b11_instances: 50,
             },
         }
     }

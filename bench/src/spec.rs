@@ -293,6 +293,10 @@ pub struct ChildReport {
     /// Resident set size now, and before the side started.
     pub rss_bytes: u64,
     pub rss_base_bytes: u64,
+    /// The kernel's high-water mark of the child's RSS (`VmHWM`) when the
+    /// report was made: the true peak since the child started.
+    #[serde(default)]
+    pub rss_peak_bytes: u64,
     /// Live heap bytes now, and before the side started.
     pub heap_bytes: i64,
     pub heap_base_bytes: i64,

@@ -49,6 +49,8 @@ const ROWS: &[(&str, &str)] = &[
     ),
     ("B10", "workers = 2 vs Controller::new"),
     ("B10", "time to first reconcile of a fresh change"),
+    ("B11", "Rust no-op plugin, on-demand allocator"),
+    ("B11", "Rust no-op plugin, pooling allocator"),
 ];
 
 #[test]

@@ -55,7 +55,9 @@ native program uses it (`examples/native-informer`).
 `.for_each(no-op)`: what a kube-runtime user who does not read managedFields writes (kube-rs \
 documents `.modify()` for exactly this), with the list strategy that matches ours. It caches either a typed `Pod` (kube-runtime's usual choice) or a raw pod: \
 `ObjectMeta` decoded, `spec` and `status` kept as `Box<RawValue>` (like for like with our cache, \
-which keeps the JSON and decodes metadata). `metadata_watcher` is not used: the simulator does not \
+which keeps the JSON and decodes metadata; the raw peer decodes more than ours, not less, since \
+it builds managedFields as `serde_json::Value` trees before `.modify()` drops them, where ours \
+only scans past them). `metadata_watcher` is not used: the simulator does not \
 serve `PartialObjectMetadata`, so it would send whole pods.
 - **Reference:** both sides keeping managedFields (no transform, no `.modify()`).
 - **Ceiling:** a raw watch that only scans each line for its resourceVersion: what any client can \

@@ -31,12 +31,15 @@ its cache holds every pod and its handler handled every initial object, in a fre
 
 - **Ours**: the Rust no-op plugin through the registry, as the host runs it.
 - **The peer**: `watcher(..).default_backoff()` into a `reflector::store()`, `touched_objects()` \
-into a no-op closure, synced when the store is ready and the closure saw every pod.
+into a no-op closure, synced when the store holds every pod (read with `Store::len()`, which \
+leaves the store's readiness waker alone) and the closure saw every pod.
 - Each row gives both sides the same list strategy and managedFields treatment: streaming list \
 and stripped (our defaults; for the peer `streaming_lists()` and `.modify()`, which a user who \
 syncs large lists and does not read managedFields would pick), the same keeping managedFields \
 (reference), and both paging (kube-runtime's default strategy, our `StreamingList::Off`). One more \
-row gives the peer the raw cached type (metadata plus `Box<RawValue>`), which decodes less.";
+row gives the peer the raw cached type (`ObjectMeta` decoded, `spec` and `status` as \
+`Box<RawValue>`). That peer decodes more than ours, not less: it builds each pod's managedFields \
+as `serde_json::Value` trees before `.modify()` drops them, where ours only scans past them.";
 
 /// Runs B5.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {

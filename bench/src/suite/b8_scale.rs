@@ -1,6 +1,7 @@
 //! B8: scale (ours only). 200k pods and 10 plugins: the initial sync time, then
-//! churn at 5k events/s for a minute; RSS, live heap and every listener's
-//! overflow counters; each round a fresh process.
+//! churn at 5k events/s for a minute; the peak RSS (the kernel's high-water
+//! mark of the measured process), the RSS and live heap at the end, and every
+//! listener's overflow counters; each round a fresh process.
 //!
 //! Invariant: the churn rate reported is the rate actually written; the
 //! verdict holds only when every round meets every bound.
@@ -21,7 +22,7 @@ use crate::target::{self, Target};
 pub const BENCH: Bench = Bench {
     id: "B8",
     title: "scale",
-    target: "sync <= 20 s, RSS <= 1.5 GB, no overflow",
+    target: "sync <= 20 s, peak RSS <= 1.5 GB, no overflow",
     doc: DOC,
     run,
 };
@@ -30,13 +31,20 @@ const DOC: &str = "\
 Ours only, at a size where the design's bounds matter: 200k pods and 10 Rust no-op plugins as the \
 host runs them (managedFields stripped, streaming list, the default queue of 1024 per plugin). \
 Each round is a fresh process: initial sync, then status, create and delete churn at 5k events/s \
-for a minute; the figures are sync time, peak RSS of the whole process, live heap, and listener \
-overflows during the churn (overflows while the initial list streams in are shown apart). There is \
-one side, so there is no order to alternate; the rounds repeat it.";
+for a minute; the figures are sync time, the peak RSS of the measured process (the kernel's \
+high-water mark `VmHWM` from its `/proc/self/status`, read at sync and again after the churn: every \
+page it ever held resident at once, transient list buffers included), its RSS and live heap after the \
+churn (after both allocators returned free pages), and listener overflows during the churn \
+(overflows while the initial list streams in are shown apart). The RSS target is on the peak over \
+the whole run. There is one side, so there is no order to alternate; the rounds repeat it.";
 
 struct Sample {
     sync_ms: f64,
-    rss: f64,
+    /// VmHWM at sync, and after the churn (the whole run's peak).
+    peak_sync: f64,
+    peak: f64,
+    /// RSS after the churn, after a trim.
+    rss_end: f64,
     heap: f64,
     rate: f64,
     overflowed: u64,
@@ -66,6 +74,10 @@ fn one(ctx: &Ctx, fx: &Fixture) -> Result<Sample> {
         timeout_ms: 30_000,
     })?;
     child.exit();
+    anyhow::ensure!(
+        r0.rss_peak_bytes > 0 && r.rss_peak_bytes > 0,
+        "B8: the child could not read its VmHWM from /proc/self/status"
+    );
     let at_sync = |l: &ListenerCounters| {
         r0.listeners
             .iter()
@@ -74,7 +86,9 @@ fn one(ctx: &Ctx, fx: &Fixture) -> Result<Sample> {
     };
     Ok(Sample {
         sync_ms: r0.sync_ms,
-        rss: r.rss_bytes.max(r0.rss_bytes) as f64,
+        peak_sync: r0.rss_peak_bytes as f64,
+        peak: r.rss_peak_bytes as f64,
+        rss_end: r.rss_bytes as f64,
         heap: r.heap_bytes as f64,
         rate,
         overflowed: r.listeners.iter().map(|l| l.overflowed - at_sync(l)).sum(),
@@ -96,17 +110,18 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     fx.shutdown(&ctx.rt);
     let s = s?;
     let col = |f: fn(&Sample) -> f64| s.map("ours", f);
-    let (sync, rss, heap, rate) = (
+    let (sync, peak, heap, rate) = (
         col(|x| x.sync_ms / 1000.0),
-        col(|x| x.rss),
+        col(|x| x.peak),
         col(|x| x.heap),
         col(|x| x.rate),
     );
+    let (peak_sync, rss_end) = (col(|x| x.peak_sync), col(|x| x.rss_end));
     let overflowed = col(|x| x.overflowed as f64);
     let caught_up = col(|x| f64::from(u8::from(x.reached)));
     let verdict = target::all(&[
         Target::AtMost(20.0).judge(Spread::of(&sync).as_ref()),
-        Target::AtMost(1.5e9).judge(Spread::of(&rss).as_ref()),
+        Target::AtMost(1.5e9).judge(Spread::of(&peak).as_ref()),
         Target::AtMost(0.0).judge(Spread::of(&overflowed).as_ref()),
         Target::AtLeast(1.0).judge(Spread::of(&caught_up).as_ref()),
     ]);
@@ -123,9 +138,11 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             p.b8_secs
         ),
         ours: format!(
-            "sync {}, RSS {}, heap {}, overflows during churn {} (during sync {}) over all rounds",
+            "sync {}, peak RSS (VmHWM) {} (at sync {}), after churn RSS {} and heap {}, overflows during churn {} (during sync {}) over all rounds",
             show_in(&sync, 1, "s"),
-            show(&rss, bytes),
+            show(&peak, bytes),
+            show(&peak_sync, bytes),
+            show(&rss_end, bytes),
             show(&heap, bytes),
             count(samples, |x| x.overflowed),
             count(samples, |x| x.sync_overflowed)
@@ -136,10 +153,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         } else {
             format!("plugins behind 30 s after churn in {behind} round(s)")
         },
-        target: "sync <= 20 s, RSS <= 1.5 GB, 0 overflows".into(),
+        target: "sync <= 20 s, peak RSS <= 1.5 GB, 0 overflows".into(),
         verdict,
         note: format!(
-            "Rust no-op plugins, queue 1024 (default). RSS is the whole process's peak. Deepest queue per round [{}].",
+            "Rust no-op plugins, queue 1024 (default). Peak RSS: VmHWM of the measured child process (the host side only; the simulator runs in the parent), over the whole run; RSS and heap after churn are read after mi_collect and malloc_trim. Deepest queue per round [{}].",
             samples
                 .iter()
                 .map(|x| x.max_depth.to_string())

@@ -46,6 +46,7 @@ pub mod b7_many_handlers;
 pub mod b8_scale;
 pub mod b9_writes;
 pub mod b10_controller;
+pub mod b11_instances;
 pub mod burst;
 pub mod compare;
 
@@ -96,6 +97,7 @@ pub const ALL: &[Bench] = &[
     b8_scale::BENCH,
     b9_writes::BENCH,
     b10_controller::BENCH,
+    b11_instances::BENCH,
 ];
 
 /// The Rust plugin `name` as a handler (deadline 1 s, empty config).

@@ -8,7 +8,11 @@
 //! ours (0.1: `cache`, `log`; 0.2: `types`, `cache`, `log`, `kube`, `events`),
 //! nothing else. WASI resources are granted per instance by
 //! [`HostState`], which grants none. The epoch advances every
-//! [`EngineConfig::epoch_tick`] for as long as the engine lives.
+//! [`EngineConfig::epoch_tick`] for as long as the engine lives. Linear
+//! memories start from copy-on-write images of their modules' data (on with
+//! either allocator), so an instance's untouched pages stay shared with the
+//! compiled module; with pooling, the pool holds [`PoolSizing::instances`]
+//! component instances, each memory up to [`PoolSizing::memory_mb`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,9 +43,14 @@ pub struct EngineConfig {
     /// 3 KB event either way), instances are only built at load and after a
     /// failure (when a backoff of at least 100 ms follows anyway), and the pool
     /// reserves address space for every slot and caps instances, memories and
-    /// tables per component, which large JavaScript and Python components
-    /// could exceed.
+    /// tables per component (see the `POOL_*` constants), which large
+    /// JavaScript and Python components could exceed. The pool holds
+    /// [`EngineConfig::pool`] instances; an instance beyond that fails to
+    /// start.
     pub pooling: bool,
+    /// With `pooling`: how many instances the pool holds and how large each
+    /// of their memories may grow (see [`PoolSizing::for_plugins`]).
+    pub pool: PoolSizing,
     /// Epoch period: the resolution of per-event deadlines. Default 10 ms.
     pub epoch_tick: Duration,
     /// Rate limit of each plugin's log.
@@ -57,10 +66,98 @@ impl Default for EngineConfig {
         Self {
             cache_dir: None,
             pooling: false,
+            pool: PoolSizing::default(),
             epoch_tick: Duration::from_millis(10),
             log: LogLimits::default(),
             incremental: true,
         }
+    }
+}
+
+/// Core instances the pool reserves per component instance: a Rust or C
+/// component has 3-6 (the program, the WASI adapter, shims), a JavaScript or
+/// Python one up to about 15 (the interpreter's libraries).
+pub const POOL_CORE_INSTANCES_PER_COMPONENT: u32 = 24;
+/// Linear memories the pool reserves per component instance (a component has
+/// one for its program, one for the WASI adapter's state at most).
+pub const POOL_MEMORIES_PER_COMPONENT: u32 = 4;
+/// Tables the pool reserves per component instance.
+pub const POOL_TABLES_PER_COMPONENT: u32 = 16;
+/// Elements per pooled table: a Python component's interpreter table has tens
+/// of thousands of functions (wasmtime's default is 20 000).
+pub const POOL_TABLE_ELEMENTS: usize = 100_000;
+/// Most component instances one pool may hold.
+pub const POOL_MAX_INSTANCES: u32 = 10_000;
+
+/// How large the pooling allocator's pool is: sized from the configuration
+/// (the plugins and controller workers it will run, and the largest
+/// `memory_mb` among them), not a fixed count.
+///
+/// Each pooled memory reserves the same virtual address space as an on-demand
+/// one (4 GiB plus guard pages, so that bounds checks stay elided); nothing of
+/// it is resident until a guest touches it, and a slot's pages are returned to
+/// the kernel when its instance is dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSizing {
+    /// Component instances alive at once: one per event-handler plugin, one
+    /// per controller worker, plus the instances a reload or a restart
+    /// starts while the old one still runs.
+    pub instances: u32,
+    /// Cap of each pooled linear memory, in MiB: the largest `memory_mb` of
+    /// the plugins it will run.
+    pub memory_mb: u64,
+}
+
+impl Default for PoolSizing {
+    /// 64 instances, each memory up to the default `memory_mb`.
+    fn default() -> Self {
+        Self {
+            instances: 64,
+            memory_mb: crate::limits::DEFAULT_MEMORY_MB,
+        }
+    }
+}
+
+impl PoolSizing {
+    /// A pool for `running` instances at once (plugins plus controller
+    /// workers) whose largest memory cap is `max_memory_mb`: twice the running
+    /// instances (a reload or a restart starts the new instance before the old
+    /// one is dropped), at least 8.
+    pub fn for_plugins(running: u32, max_memory_mb: u64) -> Self {
+        Self {
+            instances: running.saturating_mul(2).max(8),
+            memory_mb: max_memory_mb,
+        }
+    }
+
+    /// The wasmtime pool configuration, or why this sizing is out of range.
+    pub fn pooling_config(&self) -> Result<PoolingAllocationConfig, String> {
+        if self.instances == 0 || self.instances > POOL_MAX_INSTANCES {
+            return Err(format!(
+                "pool of {} instances: must be between 1 and {POOL_MAX_INSTANCES}",
+                self.instances
+            ));
+        }
+        if self.memory_mb == 0 || self.memory_mb > crate::limits::MAX_MEMORY_MB {
+            return Err(format!(
+                "pool memory cap of {} MiB: must be between 1 and {}",
+                self.memory_mb,
+                crate::limits::MAX_MEMORY_MB
+            ));
+        }
+        let n = self.instances;
+        let mut p = PoolingAllocationConfig::default();
+        p.total_component_instances(n)
+            .max_core_instances_per_component(POOL_CORE_INSTANCES_PER_COMPONENT)
+            .total_core_instances(n * POOL_CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(POOL_MEMORIES_PER_COMPONENT)
+            .total_memories(n * POOL_MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(POOL_TABLES_PER_COMPONENT)
+            .total_tables(n * POOL_TABLES_PER_COMPONENT)
+            .table_elements(POOL_TABLE_ELEMENTS)
+            .total_stacks(n)
+            .max_memory_size((self.memory_mb as usize) << 20);
+        Ok(p)
     }
 }
 
@@ -134,7 +231,10 @@ impl PluginEngine {
             .wasm_component_model(true)
             .consume_fuel(true)
             .epoch_interruption(true)
-            .parallel_compilation(true);
+            .parallel_compilation(true)
+            // The default, stated: memories start as copy-on-write mappings
+            // of the module's data image, not as copies.
+            .memory_init_cow(true);
         let mut cache_handle = None;
         if let Some(dir) = &config.cache_dir {
             std::fs::create_dir_all(dir).map_err(|e| EngineError::Cache {
@@ -163,12 +263,10 @@ impl PluginEngine {
             }
         }
         if config.pooling {
-            let mut p = PoolingAllocationConfig::default();
-            p.total_component_instances(64)
-                .total_core_instances(512)
-                .total_memories(128)
-                .total_tables(512)
-                .max_memory_size(4 << 30);
+            let p = config
+                .pool
+                .pooling_config()
+                .map_err(|e| EngineError::Config(wasmtime::Error::msg(e)))?;
             c.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
         }
         let engine = Engine::new(&c).map_err(EngineError::Config)?;
@@ -298,6 +396,121 @@ mod tests {
         assert_eq!(e.deadline_ticks(Duration::from_millis(1000)), 101);
         assert_eq!(e.deadline_ticks(Duration::from_millis(1)), 2);
         assert_eq!(e.deadline_ticks(Duration::from_millis(15)), 3);
+    }
+
+    /// A cache with nothing in it: the no-op plugin reads nothing.
+    struct NoCache;
+
+    impl kube_informer::CacheView for NoCache {
+        fn get(
+            &self,
+            r: &str,
+            _: &str,
+        ) -> Result<Option<kube_informer::ObjectRef>, kube_informer::CacheError> {
+            Err(kube_informer::CacheError::UnknownResource(r.into()))
+        }
+        fn list(
+            &self,
+            r: &str,
+            _: Option<&str>,
+            _: Option<&str>,
+        ) -> Result<Vec<kube_informer::ObjectRef>, kube_informer::CacheError> {
+            Err(kube_informer::CacheError::UnknownResource(r.into()))
+        }
+        fn by_index(
+            &self,
+            r: &str,
+            _: &str,
+            _: &str,
+        ) -> Result<Vec<kube_informer::ObjectRef>, kube_informer::CacheError> {
+            Err(kube_informer::CacheError::UnknownResource(r.into()))
+        }
+        fn has_synced(&self, r: &str) -> Result<bool, kube_informer::CacheError> {
+            Err(kube_informer::CacheError::UnknownResource(r.into()))
+        }
+    }
+
+    /// Starts up to `n` instances of the Rust no-op plugin at once under
+    /// `pool`; returns how many started and the first refusal.
+    fn start_pooled(pool: PoolSizing, n: usize) -> (usize, Option<String>) {
+        use crate::host_state::Granted;
+        use crate::instance::PluginInstance;
+        use crate::log_sink::LogSink;
+        use crate::plugin::{LoadedPlugin, PluginSpec};
+        use crate::status::PluginStatus;
+        let engine = PluginEngine::new(EngineConfig {
+            pooling: true,
+            pool,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let plugin = LoadedPlugin::from_file(
+            &engine,
+            PluginSpec::new("noop"),
+            std::path::Path::new(plugin_artifacts::NOOP),
+        )
+        .unwrap();
+        let cache: Arc<dyn kube_informer::CacheView> = Arc::new(NoCache);
+        let mut running = Vec::new();
+        for _ in 0..n {
+            let status = Arc::new(PluginStatus::new("noop"));
+            let log = Arc::new(LogSink::new("noop".into(), LogLimits::default(), status));
+            match PluginInstance::start(
+                &engine,
+                &plugin,
+                Granted::cache_only(&plugin, cache.clone(), log),
+            ) {
+                Ok(i) => running.push(i),
+                Err(e) => return (running.len(), Some(e.to_string())),
+            }
+        }
+        (running.len(), None)
+    }
+
+    #[test]
+    fn a_pool_sized_for_200_plugins_runs_200_instances_at_once() {
+        let pool = PoolSizing::for_plugins(200, crate::limits::DEFAULT_MEMORY_MB);
+        assert!(pool.instances >= 200, "{pool:?}");
+        let (started, refused) = start_pooled(pool, 200);
+        assert_eq!((started, refused), (200, None));
+    }
+
+    #[test]
+    fn a_pool_refuses_the_instance_beyond_its_size() {
+        let pool = PoolSizing {
+            instances: 3,
+            memory_mb: crate::limits::DEFAULT_MEMORY_MB,
+        };
+        let (started, refused) = start_pooled(pool, 4);
+        assert_eq!(started, 3, "{refused:?}");
+        assert!(refused.is_some());
+    }
+
+    #[test]
+    fn a_pool_out_of_range_is_refused_with_its_size() {
+        for pool in [
+            PoolSizing {
+                instances: 0,
+                memory_mb: 256,
+            },
+            PoolSizing {
+                instances: POOL_MAX_INSTANCES + 1,
+                memory_mb: 256,
+            },
+            PoolSizing {
+                instances: 8,
+                memory_mb: crate::limits::MAX_MEMORY_MB + 1,
+            },
+        ] {
+            let e = PluginEngine::new(EngineConfig {
+                pooling: true,
+                pool,
+                ..EngineConfig::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("pool"), "{e}");
+        }
     }
 
     #[test]
