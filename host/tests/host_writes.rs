@@ -15,7 +15,7 @@
 mod host_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,110 @@ const BIN: &str = env!("CARGO_BIN_EXE_wasm-informer");
 
 /// The simulator's workload: no churn, the test makes the changes.
 const SIM: &str = "[sim]\npods = 90\nnamespaces = 3\nchurn_per_second = 0\n";
+
+/// A config directory with the label-enforcer, resyncing every 2 s.
+fn enforcer_config(dir: &Path) -> PathBuf {
+    let config = dir.join("config");
+    std::fs::create_dir_all(config.join("plugins")).unwrap();
+    std::fs::write(
+        config.join("host.toml"),
+        format!(
+            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n",
+            cache_dir().display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("plugins/label-enforcer.toml"),
+        format!(
+            r#"name = "label-enforcer"
+wasm = "{}"
+resources = ["v1/pods"]
+read = ["v1/namespaces"]
+resync_seconds = 2
+
+[[write]]
+resource = "v1/pods"
+verbs = ["patch"]
+
+[config]
+label = "team"
+annotation = "team"
+"#,
+            plugin_wasm("label-enforcer").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn run_host(config: &Path, kubeconfig: &Path, extra: &[&str]) -> HostProc {
+    let mut args = vec![
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--status",
+        "never",
+    ];
+    args.extend_from_slice(extra);
+    let mut host = HostProc::spawn_env(&args, &[("KUBECONFIG", kubeconfig.to_str().unwrap())]);
+    host.wait_line(&["running 1 plugin(s)"], LONG);
+    host
+}
+
+/// namespace → team annotation, from the server.
+fn teams(kubeconfig: &Path) -> BTreeMap<String, String> {
+    kubectl_json(kubeconfig, &["get", "namespaces", "-o", "json"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n["metadata"]["name"].as_str()?.to_string(),
+                n["metadata"]["annotations"]["team"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn pods(kubeconfig: &Path) -> Vec<Value> {
+    kubectl_json(
+        kubeconfig,
+        &["get", "pods", "-A", "-o", "json", "--show-managed-fields"],
+    )["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Pods whose `team` label differs from their namespace's annotation.
+fn unlabelled(kubeconfig: &Path) -> Vec<String> {
+    let teams = teams(kubeconfig);
+    pods(kubeconfig)
+        .iter()
+        .filter_map(|p| {
+            let ns = p["metadata"]["namespace"].as_str()?;
+            let want = teams.get(ns)?;
+            let have = p["metadata"]["labels"]["team"].as_str();
+            (have != Some(want.as_str())).then(|| format!("{ns}/{}", p["metadata"]["name"]))
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn create_pod(kubeconfig: &Path, ns: &str, name: &str) {
+    let pod = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{"app":"new"}}}},"spec":{{"containers":[{{"name":"c","image":"img:1"}}]}}}}"#
+    );
+    kubectl_raw(kubeconfig, &["create", "-f", "-"], Some(&pod));
+}
 
 #[test]
 fn label_enforcer_labels_every_pod_by_server_side_apply() {
