@@ -39,13 +39,13 @@ ops = [{{ call = "patch", resource = "v1/pods", namespace = "ns-0", name = "targ
     )
 }
 
-#[test]
-fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(tmp.path(), SIM);
+/// A simulator holding the pod `ns-0/target` the probe patches, and an empty
+/// host config directory beside it.
+fn seeded(dir: &std::path::Path) -> (HostProc, std::path::PathBuf, std::path::PathBuf) {
+    let (sim, kubeconfig) = simulator(dir, SIM);
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"target","namespace":"ns-0"},"spec":{"containers":[{"name":"c","image":"img:1"}]}}"#;
     kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(pod));
-    let config = tmp.path().join("config");
+    let config = dir.join("config");
     std::fs::create_dir_all(config.join("plugins")).unwrap();
     std::fs::write(
         config.join("host.toml"),
@@ -55,6 +55,13 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
         ),
     )
     .unwrap();
+    (sim, kubeconfig, config)
+}
+
+#[test]
+fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_sim, kubeconfig, config) = seeded(tmp.path());
     let file = config.join("plugins/probe.toml");
     std::fs::write(&file, manifest(1)).unwrap();
     let mut host = run_against(&config, &kubeconfig);
@@ -111,19 +118,7 @@ fn one_bucket_per_plugin_name_across_its_runners_and_a_reload() {
 #[test]
 fn a_plugin_held_back_by_its_write_rate_is_reported() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_sim, kubeconfig) = simulator(tmp.path(), SIM);
-    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"target","namespace":"ns-0"},"spec":{"containers":[{"name":"c","image":"img:1"}]}}"#;
-    kubectl_raw(&kubeconfig, &["create", "-f", "-"], Some(pod));
-    let config = tmp.path().join("config");
-    std::fs::create_dir_all(config.join("plugins")).unwrap();
-    std::fs::write(
-        config.join("host.toml"),
-        format!(
-            "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"{}\"\n",
-            cache_dir().display()
-        ),
-    )
-    .unwrap();
+    let (_sim, kubeconfig, config) = seeded(tmp.path());
     let manifest = manifest(1)
         .replace("queue_capacity = 100000", "queue_capacity = 4")
         .replace(
