@@ -43,7 +43,9 @@
 //!   [`crate::ownership::Ownership`] queues only notifications of objects its
 //!   predicate owns, and a change of predicate is applied while the dispatcher
 //!   is excluded, so that a gained key's replay and its live events neither
-//!   overlap nor leave a gap.
+//!   overlap nor leave a gap. Syncs follow the predicate too: a resync
+//!   delivers only owned keys, and a batch of syncs counts as the batch in the
+//!   handler's hands, which a hand-over waits for.
 
 #![warn(missing_docs)]
 
@@ -377,6 +379,13 @@ impl ListenerShared {
                 .unwrap_or_else(|| tombstone(key));
             next.owns(res, &obj)
         });
+        // Syncs due for released keys are dropped like their changes: a
+        // resync must not deliver a key the new predicate does not own.
+        st.sync_set
+            .retain(|key| indexer.get(key).is_some_and(|o| next.owns(res, &o)));
+        if st.sync_set.is_empty() {
+            st.sync_order.clear();
+        }
         let n_gained = gained.len() as u64;
         if !gained.is_empty() {
             if st.replay.is_empty() {
@@ -753,7 +762,8 @@ impl ListenerShared {
     /// turns them into Synced notifications of the current cached objects,
     /// with the dispatcher excluded (as [`ListenerShared::resolve_pending`]).
     /// A key no longer cached, or no longer in this listener's view, has a
-    /// real change of its own and gets no sync.
+    /// real change of its own and gets no sync; a key the ownership predicate
+    /// no longer owns gets none either.
     fn resolve_syncs(&self, max: usize) -> Vec<(NotificationRef, Instant)> {
         let _gate = self.gate.lock.lock();
         let mut st = self.state.lock();
@@ -769,7 +779,12 @@ impl ListenerShared {
             if !st.sync_set.remove(&key) {
                 continue;
             }
-            let Some(obj) = self.gate.indexer.get(&key).filter(|o| self.wants(o)) else {
+            let Some(obj) = self
+                .gate
+                .indexer
+                .get(&key)
+                .filter(|o| self.wants(o) && self.owned(o))
+            else {
                 continue;
             };
             out.push((
@@ -792,6 +807,12 @@ impl ListenerShared {
         // count them as consumed.
         st.accepted += out.len() as u64;
         st.in_flight = 0;
+        if !out.is_empty() {
+            // A batch like any other: an ownership change that releases one
+            // of its keys waits for it (see `rebase`).
+            st.batch_seq += 1;
+            st.in_hand = out.iter().map(|(n, _)| n.object.clone()).collect();
+        }
         self.set_depth(&st);
         out
     }

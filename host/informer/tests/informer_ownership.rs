@@ -374,3 +374,130 @@ async fn pending_keys_of_an_overflowed_listener_follow_the_new_predicate() {
         "owned keys end at their final state: {last:?}"
     );
 }
+
+impl Pipeline {
+    /// Makes every listener with a resync period due one, and dispatches the
+    /// Sync deltas of the whole cache.
+    fn resync(&self) {
+        let later = tokio::time::Instant::now() + Duration::from_secs(3600);
+        // The first call arms the period, the second finds it due.
+        self.processor.should_resync(tokio::time::Instant::now());
+        assert!(self.processor.should_resync(later), "no listener is due");
+        self.fifo.resync();
+        self.drain();
+    }
+}
+
+#[tokio::test]
+async fn syncs_due_for_a_released_key_are_never_delivered() {
+    let p = Pipeline::with_pods(10);
+    let own = Ownership::new(Everything);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sem = Arc::new(Semaphore::new(10));
+    let h = Announcing {
+        permits: sem.clone(),
+        tx,
+    };
+    let _r = p
+        .processor
+        .add_handler(h, opts("resyncing", &own).resync(Duration::from_secs(60)))
+        .unwrap();
+    assert_eq!(quiet(&mut rx).await.len(), 10, "the replay");
+    // One live change is in the handler's hands (no permit left) while the
+    // resync makes every key due a sync behind it.
+    p.update("p1", 2);
+    assert_eq!(&*recv(&mut rx).await.key, "ns/p1");
+    p.resync();
+    // Keep the odd keys only: the syncs due for even keys must go.
+    let handover = own.set(modulo(2, 1));
+    sem.add_permits(1 << 20);
+    handover.finished().await;
+    let got = quiet(&mut rx).await;
+    let synced: Vec<usize> = got
+        .iter()
+        .filter(|n| n.kind == EventKind::Synced)
+        .map(|n| index(&n.object))
+        .collect();
+    assert!(
+        synced.iter().all(|i| i % 2 == 1),
+        "a released key was delivered by the resync: {synced:?}"
+    );
+    assert_eq!(synced.len(), 5, "every owned key got its sync: {synced:?}");
+}
+
+#[tokio::test]
+async fn handover_waits_for_a_sync_batch_that_holds_a_released_key() {
+    let p = Pipeline::with_pods(4);
+    let own = Ownership::new(Everything);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sem = Arc::new(Semaphore::new(4));
+    let h = Announcing {
+        permits: sem.clone(),
+        tx,
+    };
+    let _r = p
+        .processor
+        .add_handler(h, opts("resyncing", &own).resync(Duration::from_secs(60)))
+        .unwrap();
+    assert_eq!(quiet(&mut rx).await.len(), 4, "the replay");
+    // The handler holds a sync (no permit left).
+    p.resync();
+    let held = recv(&mut rx).await;
+    assert_eq!(held.kind, EventKind::Synced);
+    let held = index(&held.object);
+    let handover = own.set(move |_: &str, o: &Object| index(o) != held);
+    assert!(
+        handover.is_waiting(),
+        "the sync in the handler's hands holds a released key"
+    );
+    let wait = tokio::spawn(handover.finished());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !wait.is_finished(),
+        "finished while the handler still held a sync of a released key"
+    );
+    sem.add_permits(1 << 20);
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .expect("handover never finished")
+        .unwrap();
+    let rest: Vec<usize> = quiet(&mut rx)
+        .await
+        .iter()
+        .map(|n| index(&n.object))
+        .collect();
+    assert!(
+        !rest.contains(&held),
+        "the released key came again: {rest:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_standby_drops_its_sync_backlog() {
+    let p = Pipeline::with_pods(8);
+    let own = Ownership::new(Everything);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sem = Arc::new(Semaphore::new(8));
+    let h = Announcing {
+        permits: sem.clone(),
+        tx,
+    };
+    let _r = p
+        .processor
+        .add_handler(h, opts("leader", &own).resync(Duration::from_secs(60)))
+        .unwrap();
+    assert_eq!(quiet(&mut rx).await.len(), 8, "the replay");
+    p.resync();
+    let _held = recv(&mut rx).await;
+    // Leadership lost: the standby owns nothing and must not go on through
+    // its backlog of syncs.
+    let handover = own.set(Nothing);
+    sem.add_permits(1 << 20);
+    handover.finished().await;
+    let after = quiet(&mut rx).await;
+    assert!(
+        after.is_empty(),
+        "a standby handled {} syncs of its backlog",
+        after.len()
+    );
+}
