@@ -9,10 +9,29 @@
 //! *observed*. `renewTime` is written for people and other tools; it is never
 //! compared with this clock, so clock offsets between nodes do not matter.
 //!
+//! A lease is held by a *process*, not only by an identity: every record
+//! this process writes carries [`INSTANCE_ANNOTATION`], a token drawn when the
+//! process starts. A record with this process's identity but another token was
+//! written by another process under the same identity (a second replica
+//! configured with it, or an earlier run of this one): it is treated like any
+//! other holder's, and taken over only once it has expired. So two processes
+//! with one identity never both hold the lease, and a restarted replica waits
+//! for its previous run's lease to expire, as it must, since it cannot tell a
+//! dead predecessor from a live duplicate.
+//!
+//! A Lease that disappears is not free: its holder may still be acting under
+//! it until its renew deadline. A lock that has seen the Lease held by another
+//! process and then finds it missing waits a whole lease duration from the
+//! moment it first saw it missing before it creates it again (the holder's
+//! last renewal was sent before the deletion, so its fence closed by then).
+//! Only the process that held it may create it again at once.
+//!
 //! Invariants:
 //! - Every write is conditional on the resourceVersion last read or written
 //!   (optimistic concurrency): of two replicas racing for an expired lease,
 //!   one wins and the other gets a conflict.
+//! - This process renews, releases or deletes only a record that carries its
+//!   own instance token.
 //! - [`Attempt::Held`] is returned only after the API server accepted the
 //!   write, and carries the instant taken before the attempt's first request,
 //!   which is what the [`super::fence::Fence`] counts from.
@@ -26,6 +45,38 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 /// client-go's jitter factor: the renew deadline must exceed 1.2 retry periods.
 pub const JITTER_FACTOR: f64 = 1.2;
+
+/// The annotation that names the process holding a Lease (see the module doc).
+pub const INSTANCE_ANNOTATION: &str = "wasm-informer.dev/instance";
+
+/// This process's instance token: random, drawn once per process.
+pub fn process_instance() -> &'static str {
+    static INSTANCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        // The standard library's per-process random hash keys, mixed with the
+        // pid and the start time: distinct between processes, no new crate.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        format!("{:016x}", h.finish())
+    })
+}
+
+/// The instance token of a Lease record, if any.
+pub fn instance(lease: &Lease) -> Option<&str> {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(INSTANCE_ANNOTATION))
+        .map(String::as_str)
+}
 
 /// The three durations of client-go's leader election, plus our fence margin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,12 +232,18 @@ pub struct LeaseLock {
     api: Api<Lease>,
     name: String,
     identity: String,
+    /// This process's token (see [`INSTANCE_ANNOTATION`]).
+    instance: String,
     lease_duration: Duration,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, Option<String>>,
     /// The last version read or written.
     last: Option<Lease>,
     observed: Option<Observation>,
+    /// When this process first found the Lease missing after it had seen
+    /// another process hold it: it may not be created before a lease
+    /// duration has passed since.
+    missing_since: Option<Instant>,
 }
 
 impl std::fmt::Debug for LeaseLock {
@@ -225,12 +282,40 @@ impl LeaseLock {
             api,
             name: name.into(),
             identity: identity.into(),
+            instance: process_instance().to_string(),
             lease_duration,
             labels,
             annotations: BTreeMap::new(),
             last: None,
             observed: None,
+            missing_since: None,
         }
+    }
+
+    /// The same lock as another process would hold it: with its own
+    /// instance token (tests of two processes in one).
+    pub fn with_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = instance.into();
+        self
+    }
+
+    /// Whether `lease` was written by this process.
+    fn is_mine(&self, lease: &Lease) -> bool {
+        holder(lease).as_deref() == Some(self.identity.as_str())
+            && instance(lease) == Some(self.instance.as_str())
+    }
+
+    /// Who holds `lease`, as a log line should name them.
+    fn describe_holder(&self, lease: &Lease) -> Option<String> {
+        let h = holder(lease)?;
+        if h != self.identity || self.is_mine(lease) {
+            return Some(h);
+        }
+        Some(format!(
+            "{h} in another process (instance {}): an earlier run of this replica, whose lease will \
+             expire, or a second process configured with this replica's identity, which needs its own",
+            instance(lease).unwrap_or("unknown")
+        ))
     }
 
     /// The Lease's name.
@@ -297,9 +382,14 @@ impl LeaseLock {
             },
             spec: None,
         });
+        let was_ours = self.is_mine(&lease);
         self.apply_meta(&mut lease.metadata);
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(INSTANCE_ANNOTATION.to_string(), self.instance.clone());
         let old = lease.spec.take().unwrap_or_default();
-        let was_ours = old.holder_identity.as_deref() == Some(self.identity.as_str());
         let transitions = old.lease_transitions.unwrap_or(0);
         lease.spec = Some(LeaseSpec {
             holder_identity: Some(self.identity.clone()),
@@ -332,11 +422,7 @@ impl LeaseLock {
     pub async fn try_acquire_or_renew(&mut self) -> Attempt {
         let sent = Instant::now();
         // Holder's fast path: update the version we wrote last, without a GET.
-        if let Some(cur) = self
-            .last
-            .clone()
-            .filter(|l| holder(l).as_deref() == Some(self.identity.as_str()))
-        {
+        if let Some(cur) = self.last.clone().filter(|l| self.is_mine(l)) {
             let next = self.ours(Some(&cur));
             match self
                 .api
@@ -362,9 +448,33 @@ impl LeaseLock {
             Err(e) => return Attempt::Failed(describe("reading the lease", &e)),
         };
         let Some(current) = current else {
+            // Missing. If another process held it when we last looked, it
+            // may still act until its renew deadline: wait a lease duration
+            // from the moment we first found it missing.
+            let seen_other = self
+                .last
+                .as_ref()
+                .is_some_and(|l| holder(l).is_some() && !self.is_mine(l))
+                || self.missing_since.is_some();
+            if seen_other {
+                let since = *self.missing_since.get_or_insert_with(Instant::now);
+                let expires = since + self.lease_duration;
+                if Instant::now() < expires {
+                    let holder = self
+                        .last
+                        .as_ref()
+                        .and_then(|l| self.describe_holder(l))
+                        .unwrap_or_else(|| "nobody".into());
+                    return Attempt::Taken {
+                        holder: format!("{holder} (the Lease was deleted; it may still be acting)"),
+                        expires,
+                    };
+                }
+            }
             let fresh = self.ours(None);
             return match self.api.create(&PostParams::default(), &fresh).await {
                 Ok(l) => {
+                    self.missing_since = None;
                     self.record_own(l);
                     Attempt::Held {
                         sent,
@@ -374,14 +484,14 @@ impl LeaseLock {
                 Err(e) => Attempt::Failed(describe("creating the lease", &e)),
             };
         };
+        self.missing_since = None;
         let now = Instant::now();
         let observed = Observation::of(&current, self.observed.as_ref(), now);
-        let current_holder = observed.holder.clone();
         let expires = observed.expires(self.lease_duration);
         self.observed = Some(observed);
         self.last = Some(current.clone());
-        let ours = current_holder.as_deref() == Some(self.identity.as_str());
-        if let Some(h) = current_holder.filter(|_| !ours) {
+        let ours = self.is_mine(&current);
+        if let Some(h) = self.describe_holder(&current).filter(|_| !ours) {
             if now < expires {
                 return Attempt::Taken { holder: h, expires };
             }
@@ -406,11 +516,7 @@ impl LeaseLock {
     /// Gives the lease up if we hold it (client-go's `release`): no holder,
     /// a one-second duration, so that a standby takes it at its next attempt.
     pub async fn release(&mut self) -> Result<bool, String> {
-        let Some(mut lease) = self
-            .last
-            .clone()
-            .filter(|l| holder(l).as_deref() == Some(self.identity.as_str()))
-        else {
+        let Some(mut lease) = self.last.clone().filter(|l| self.is_mine(l)) else {
             return Ok(false);
         };
         self.apply_meta(&mut lease.metadata);
@@ -438,7 +544,7 @@ impl LeaseLock {
         let Some(rv) = self
             .last
             .as_ref()
-            .filter(|l| holder(l).as_deref() == Some(self.identity.as_str()))
+            .filter(|l| self.is_mine(l))
             .and_then(|l| l.metadata.resource_version.clone())
         else {
             return Ok(false);
@@ -527,5 +633,148 @@ mod tests {
         renewed.metadata.resource_version = Some("8".into());
         let seen = Observation::of(&renewed, Some(&o), t0 + Duration::from_secs(5));
         assert_eq!(seen.at, t0 + Duration::from_secs(5));
+    }
+}
+
+/// Against the simulator: the oracle is the Lease as the server stores it.
+#[cfg(test)]
+mod server_tests {
+    use super::*;
+
+    async fn api() -> (apisim::RunningSim, Api<Lease>) {
+        let sim = apisim::Sim::new(apisim::SimConfig::default())
+            .start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let client = kube_informer::reflector::client_from_kubeconfig_yaml(&sim.kubeconfig_yaml())
+            .await
+            .unwrap();
+        (sim, Api::namespaced(client, "default"))
+    }
+
+    fn lock(api: &Api<Lease>, identity: &str, instance: &str, d: Duration) -> LeaseLock {
+        LeaseLock::new(api.clone(), "lock", identity, d, BTreeMap::new()).with_instance(instance)
+    }
+
+    /// The record's resourceVersion and instance token, as stored.
+    async fn stored(api: &Api<Lease>) -> Option<(String, Option<String>)> {
+        let l = api.get_opt("lock").await.unwrap()?;
+        Some((
+            l.metadata.resource_version.clone().unwrap(),
+            instance(&l).map(str::to_string),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_second_process_with_the_same_identity_never_writes_while_the_first_renews() {
+        let d = Duration::from_millis(1500);
+        let (_sim, api) = api().await;
+        let mut first = lock(&api, "web-0", "first", d);
+        let mut second = lock(&api, "web-0", "second", d);
+        assert!(matches!(
+            first.try_acquire_or_renew().await,
+            Attempt::Held { acquired: true, .. }
+        ));
+        let until = Instant::now() + 2 * d;
+        while Instant::now() < until {
+            assert!(matches!(
+                first.try_acquire_or_renew().await,
+                Attempt::Held { .. }
+            ));
+            let before = stored(&api).await.unwrap();
+            match second.try_acquire_or_renew().await {
+                Attempt::Taken { holder, .. } => {
+                    assert!(holder.contains("another process"), "{holder}")
+                }
+                other => panic!("the second process got {other:?}"),
+            }
+            assert_eq!(
+                stored(&api).await.unwrap(),
+                before,
+                "the second process wrote the first one's lease"
+            );
+            assert_eq!(before.1.as_deref(), Some("first"));
+            // Nor may it release or delete what it does not hold.
+            assert_eq!(second.release().await, Ok(false));
+            assert_eq!(second.delete().await, Ok(false));
+            assert_eq!(stored(&api).await.unwrap(), before);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The first stops renewing: the second takes over once it expired.
+        let deadline = Instant::now() + 3 * d;
+        loop {
+            if let Attempt::Held { acquired, .. } = second.try_acquire_or_renew().await {
+                assert!(acquired);
+                break;
+            }
+            assert!(Instant::now() < deadline, "never taken over");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(stored(&api).await.unwrap().1.as_deref(), Some("second"));
+    }
+
+    #[tokio::test]
+    async fn a_deleted_lease_is_not_created_again_before_its_holder_has_stopped() {
+        let d = Duration::from_millis(1500);
+        let (_sim, api) = api().await;
+        let mut holder = lock(&api, "a", "a", d);
+        let mut standby = lock(&api, "b", "b", d);
+        assert!(matches!(
+            holder.try_acquire_or_renew().await,
+            Attempt::Held { .. }
+        ));
+        assert!(matches!(
+            standby.try_acquire_or_renew().await,
+            Attempt::Taken { .. }
+        ));
+        api.delete("lock", &DeleteParams::default()).await.unwrap();
+        let missing = Instant::now();
+        // Until a lease duration after it found the Lease missing, the
+        // standby does not create it.
+        while missing.elapsed() < d - Duration::from_millis(200) {
+            match standby.try_acquire_or_renew().await {
+                Attempt::Taken { holder, .. } => assert!(holder.contains("deleted"), "{holder}"),
+                other => panic!("took a deleted lease at once: {other:?}"),
+            }
+            assert_eq!(stored(&api).await, None, "the standby created it");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let deadline = missing + 3 * d;
+        loop {
+            if let Attempt::Held { acquired, .. } = standby.try_acquire_or_renew().await {
+                assert!(acquired);
+                break;
+            }
+            assert!(Instant::now() < deadline, "never created again");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(missing.elapsed() >= d);
+        assert_eq!(stored(&api).await.unwrap().1.as_deref(), Some("b"));
+    }
+
+    #[tokio::test]
+    async fn the_holder_of_a_deleted_lease_creates_it_again_at_once() {
+        let d = Duration::from_millis(1500);
+        let (_sim, api) = api().await;
+        let mut holder = lock(&api, "a", "a", d);
+        let mut standby = lock(&api, "b", "b", d);
+        assert!(matches!(
+            holder.try_acquire_or_renew().await,
+            Attempt::Held { .. }
+        ));
+        assert!(matches!(
+            standby.try_acquire_or_renew().await,
+            Attempt::Taken { .. }
+        ));
+        api.delete("lock", &DeleteParams::default()).await.unwrap();
+        assert!(matches!(
+            holder.try_acquire_or_renew().await,
+            Attempt::Held { .. }
+        ));
+        assert_eq!(stored(&api).await.unwrap().1.as_deref(), Some("a"));
+        match standby.try_acquire_or_renew().await {
+            Attempt::Taken { holder, .. } => assert_eq!(holder, "a"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -74,7 +74,27 @@ fn hostname() -> String {
 
 /// A Lease name for `identity`: lower case, characters outside
 /// `[a-z0-9.-]` replaced by `-`, trimmed to 253 and to alphanumeric ends.
+/// An identity that had to be changed to become a name gets the first eight
+/// hex digits of its hash appended, so that two identities share a Lease name
+/// only if they are equal (`Replica_A` and `replica-a` do not collide). An
+/// identity that is already a valid name (a pod name) is its own Lease name.
 pub fn lease_name_for(identity: &str) -> String {
+    let base = normalised_name(identity);
+    if base == identity {
+        return base;
+    }
+    let suffix = format!("{:08x}", ring::hash(identity.as_bytes()) >> 32);
+    let mut base = base;
+    base.truncate(253 - suffix.len() - 1);
+    let base = base.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    if base.is_empty() {
+        format!("wasm-informer-{suffix}")
+    } else {
+        format!("{base}-{suffix}")
+    }
+}
+
+fn normalised_name(identity: &str) -> String {
     let mut s: String = identity
         .to_ascii_lowercase()
         .chars()
@@ -471,7 +491,11 @@ impl Cluster {
     pub fn not_ready(&self) -> Vec<String> {
         match self.settings.mode {
             ClusterMode::Sharded if !*self.stopped.lock() && !self.ring.lock().held => {
-                vec![format!("shard lease {} is not held", self.lease)]
+                let ring = self.ring.lock();
+                match &ring.last_error {
+                    Some(e) => vec![format!("shard lease {} is not held: {e}", self.lease)],
+                    None => vec![format!("shard lease {} is not held", self.lease)],
+                }
             }
             _ => Vec::new(),
         }
@@ -520,11 +544,34 @@ mod tests {
         }
     }
 
+    /// The API server's rule for a DNS subdomain (a Lease's name).
+    fn is_subdomain(n: &str) -> bool {
+        let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !n.is_empty()
+            && n.len() <= 253
+            && n.chars().all(|c| alnum(c) || c == '-' || c == '.')
+            && n.starts_with(alnum)
+            && n.ends_with(alnum)
+    }
+
     #[test]
     fn lease_names_are_valid_subdomains() {
-        assert_eq!(lease_name_for("Web_0.Example"), "web-0.example");
-        assert_eq!(lease_name_for("--x--"), "x");
-        assert_eq!(lease_name_for("___"), "wasm-informer");
-        assert_eq!(lease_name_for(&"a".repeat(300)).len(), 253);
+        let long = "a".repeat(300);
+        for id in ["Web_0.Example", "--x--", "___", long.as_str(), "web-0", "x"] {
+            let n = lease_name_for(id);
+            assert!(is_subdomain(&n), "{id:?} -> {n:?}");
+        }
+        assert_eq!(lease_name_for("web-0"), "web-0", "a pod name is its own");
+        assert!(lease_name_for("Web_0.Example").starts_with("web-0.example-"));
+        assert_eq!(lease_name_for(&long).len(), 253);
+    }
+
+    #[test]
+    fn identities_that_normalise_alike_get_distinct_lease_names() {
+        let ids = ["Replica_A", "replica-a", "REPLICA-A", "replica_a", "replica-a-"];
+        let names: std::collections::BTreeSet<String> =
+            ids.iter().map(|i| lease_name_for(i)).collect();
+        assert_eq!(names.len(), ids.len(), "{names:?}");
+        assert_eq!(lease_name_for("Replica_A"), lease_name_for("Replica_A"));
     }
 }
