@@ -238,6 +238,17 @@ struct State {
     /// Batches taken, and the number of the last one finished.
     batch_seq: u64,
     done_seq: u64,
+    /// An ownership change whose predicates are being called on the cache.
+    walk: Option<Walk>,
+}
+
+/// An ownership change under way (see [`ListenerShared::rebase`]).
+struct Walk {
+    previous: Arc<dyn Owns>,
+    /// Gained keys that had an event since the snapshot: not replayed.
+    seen: HashSet<String>,
+    /// A replay of the whole cache replaced everything meanwhile.
+    superseded: bool,
 }
 
 /// What an ownership change did to one listener.
@@ -270,6 +281,8 @@ pub(crate) struct ListenerShared {
     owns: RwLock<Option<Arc<dyn Owns>>>,
     /// Signalled when a batch is finished or the listener closes.
     finished: Notify,
+    /// A hand-over walk is under way (its state is in `State::walk`).
+    walking: AtomicBool,
 }
 
 impl ListenerShared {
@@ -293,6 +306,7 @@ impl ListenerShared {
             next_resync: Mutex::new(None),
             owns: RwLock::new(None),
             finished: Notify::new(),
+            walking: AtomicBool::new(false),
             config,
         })
     }
@@ -335,57 +349,91 @@ impl ListenerShared {
         }
     }
 
-    /// Applies a new ownership predicate (the caller holds no gate): drops
-    /// what is queued, pending or replayed for keys `next` does not own, and
-    /// queues the cached objects of keys it owns and `previous` did not as a
-    /// replay, with the dispatcher excluded.
-    pub(crate) fn rebase(&self, previous: &dyn Owns, next: &Arc<dyn Owns>) -> Rebased {
-        let _gate = self.gate.lock.lock();
-        *self.owns.write() = Some(next.clone());
+    /// Applies a new ownership predicate (the caller holds no gate). With the
+    /// dispatcher excluded, and in time O(what the listener holds, not the
+    /// cache): installs `next`, drops what is queued, pending or replayed for
+    /// keys `next` does not own, takes a snapshot of the cache and starts a
+    /// walk. Then, with the dispatcher running, it calls the predicates on
+    /// the snapshot (the O(cache) part) and queues as a replay the cached
+    /// objects of keys `next` owns and `previous` did not. A gained key that
+    /// had an event since the snapshot is not replayed: its first event is
+    /// delivered as its add (see [`ListenerShared::note_walked`]), so it still
+    /// reaches the handler as one add of its current state, then its live
+    /// events.
+    pub(crate) fn rebase(&self, previous: &Arc<dyn Owns>, next: &Arc<dyn Owns>) -> Rebased {
         let res: &str = &self.resource;
-        let informer_synced = self.gate.synced.load(Ordering::Acquire);
+        let (snapshot, wait_for) = {
+            let _gate = self.gate.lock.lock();
+            *self.owns.write() = Some(next.clone());
+            let informer_synced = self.gate.synced.load(Ordering::Acquire);
+            let mut st = self.state.lock();
+            if st.closed {
+                return Rebased {
+                    gained: 0,
+                    released: 0,
+                    wait_for: None,
+                };
+            }
+            let before = st.queue.len() + st.replay.len();
+            st.queue.retain(|(n, _)| next.owns(res, &n.object));
+            st.replay.retain(|o| next.owns(res, o));
+            let dropped = before - (st.queue.len() + st.replay.len());
+            st.consumed += dropped as u64;
+            let indexer = &self.gate.indexer;
+            st.dirty.retain(|key, e| {
+                let obj = indexer
+                    .get(key)
+                    .or_else(|| e.tomb.clone())
+                    .unwrap_or_else(|| tombstone(key));
+                next.owns(res, &obj)
+            });
+            // Syncs due for released keys are never delivered: resolve_syncs
+            // checks the predicate in force.
+            let wait_for = st
+                .in_hand
+                .iter()
+                .any(|o| !next.owns(res, o))
+                .then_some(st.batch_seq);
+            let snapshot = informer_synced.then(|| {
+                st.walk = Some(Walk {
+                    previous: previous.clone(),
+                    seen: HashSet::new(),
+                    superseded: false,
+                });
+                self.walking.store(true, Ordering::Release);
+                self.gate.indexer.snapshot()
+            });
+            self.check_synced(&st);
+            self.set_depth(&st);
+            (snapshot, wait_for)
+        };
+        // The dispatcher runs again: the predicates on the whole cache.
         let mut gained = Vec::new();
         let mut released = 0u64;
-        if informer_synced {
-            for o in self.gate.indexer.snapshot() {
-                if !self.wants(&o) {
-                    continue;
-                }
-                match (previous.owns(res, &o), next.owns(res, &o)) {
-                    (false, true) => gained.push(o),
-                    (true, false) => released += 1,
-                    _ => {}
-                }
+        for o in snapshot.unwrap_or_default() {
+            if !self.wants(&o) {
+                continue;
+            }
+            match (previous.owns(res, &o), next.owns(res, &o)) {
+                (false, true) => gained.push(o),
+                (true, false) => released += 1,
+                _ => {}
             }
         }
         let mut st = self.state.lock();
-        if st.closed {
+        let walk = st.walk.take();
+        self.walking.store(false, Ordering::Release);
+        let Some(walk) = walk.filter(|w| !w.superseded && !st.closed) else {
+            // Closed, or a replay of the whole cache replaced everything.
+            drop(st);
+            self.notify.notify_one();
             return Rebased {
                 gained: 0,
                 released,
-                wait_for: None,
+                wait_for,
             };
-        }
-        let before = st.queue.len() + st.replay.len();
-        st.queue.retain(|(n, _)| next.owns(res, &n.object));
-        st.replay.retain(|o| next.owns(res, o));
-        let dropped = before - (st.queue.len() + st.replay.len());
-        st.consumed += dropped as u64;
-        let indexer = &self.gate.indexer;
-        st.dirty.retain(|key, e| {
-            let obj = indexer
-                .get(key)
-                .or_else(|| e.tomb.clone())
-                .unwrap_or_else(|| tombstone(key));
-            next.owns(res, &obj)
-        });
-        // Syncs due for released keys are dropped like their changes: a
-        // resync must not deliver a key the new predicate does not own.
-        st.sync_set
-            .retain(|key| indexer.get(key).is_some_and(|o| next.owns(res, &o)));
-        if st.sync_set.is_empty() {
-            st.sync_order.clear();
-        }
+        };
+        gained.retain(|o| !walk.seen.contains(o.key().as_str()));
         let n_gained = gained.len() as u64;
         if !gained.is_empty() {
             if st.replay.is_empty() {
@@ -394,11 +442,6 @@ impl ListenerShared {
             st.accepted += n_gained;
             st.replay.extend(gained);
         }
-        let wait_for = st
-            .in_hand
-            .iter()
-            .any(|o| !next.owns(res, o))
-            .then_some(st.batch_seq);
         self.check_synced(&st);
         self.set_depth(&st);
         drop(st);
@@ -408,6 +451,38 @@ impl ListenerShared {
             released,
             wait_for,
         }
+    }
+
+    /// During a hand-over walk: records the first event since the snapshot
+    /// of a key the walk will find gained (its cached state then was in this
+    /// listener's view, owned by the new predicate and not the previous one),
+    /// so that the walk does not replay that stale state. Returns whether
+    /// this is that event: the caller delivers it as the key's add (or drops
+    /// it, a delete of a key the handler never knew).
+    fn note_walked(&self, n: &Notification) -> bool {
+        let mut st = self.state.lock();
+        let Some(walk) = st.walk.as_mut() else {
+            return false;
+        };
+        if walk.seen.contains(&*n.key) {
+            return false;
+        }
+        let at_snapshot = match n.kind {
+            EventKind::Added => None,
+            EventKind::Updated => n.old.as_ref(),
+            EventKind::Deleted | EventKind::Synced => Some(&n.object),
+        };
+        let res: &str = &self.resource;
+        let owned_now = self.owns.read().clone();
+        let gained = at_snapshot.is_some_and(|o| {
+            self.wants(o)
+                && owned_now.as_ref().is_none_or(|p| p.owns(res, o))
+                && !walk.previous.owns(res, o)
+        });
+        if gained {
+            walk.seen.insert(n.key.to_string());
+        }
+        gained
     }
 
     /// Resolves once batch number `seq` is finished or the listener closed.
@@ -494,8 +569,28 @@ impl ListenerShared {
         if is_sync && !self.resync_due.load(Ordering::Relaxed) {
             return;
         }
+        let first_of_gained = self.walking.load(Ordering::Acquire) && self.note_walked(n);
         let Some(n) = self.filter(n) else { return };
-        let Some(n) = self.keep_owned(n) else { return };
+        let Some(mut n) = self.keep_owned(n) else {
+            return;
+        };
+        let mut is_sync = is_sync;
+        if first_of_gained {
+            // The handler never knew this key: its first event is its add.
+            match n.kind {
+                EventKind::Added => {}
+                EventKind::Deleted => return,
+                EventKind::Updated | EventKind::Synced => {
+                    n = Arc::new(Notification {
+                        kind: EventKind::Added,
+                        old: None,
+                        in_initial_list: true,
+                        ..(*n).clone()
+                    });
+                    is_sync = false;
+                }
+            }
+        }
         let mut st = self.state.lock();
         if st.closed {
             return;
@@ -566,6 +661,9 @@ impl ListenerShared {
             Vec::new()
         };
         let mut st = self.state.lock();
+        if let Some(w) = st.walk.as_mut() {
+            w.superseded = true;
+        }
         // Queued items are superseded by the snapshot: count them as consumed.
         st.consumed += st.queue.len() as u64 + st.replay.len() as u64;
         st.queue.clear();
@@ -768,7 +866,12 @@ impl ListenerShared {
         let _gate = self.gate.lock.lock();
         let mut st = self.state.lock();
         let mut out = Vec::new();
-        if st.closed || !st.queue.is_empty() || !st.replay.is_empty() || !st.dirty.is_empty() {
+        if st.closed
+            || !st.queue.is_empty()
+            || !st.replay.is_empty()
+            || !st.dirty.is_empty()
+            || st.walk.is_some()
+        {
             return out;
         }
         let now = Instant::now();

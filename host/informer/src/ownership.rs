@@ -176,7 +176,7 @@ impl Ownership {
         let mut out = Handover::default();
         listeners.retain(|w| w.upgrade().is_some_and(|s| !s.is_closed()));
         for l in listeners.iter().filter_map(Weak::upgrade) {
-            let r = l.rebase(&*previous, &next);
+            let r = l.rebase(&previous, &next);
             out.gained += r.gained;
             out.released += r.released;
             if let Some(seq) = r.wait_for {

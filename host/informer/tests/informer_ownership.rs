@@ -501,3 +501,101 @@ async fn a_standby_drops_its_sync_backlog() {
         after.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_goes_on_while_a_handover_calls_the_predicates_on_the_cache() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let p = Pipeline::with_pods(50);
+    let own = Ownership::new(modulo(2, 0));
+    let (h, _sem, mut rx) = gated(1 << 20);
+    let _r = p.processor.add_handler(h, opts("walker", &own)).unwrap();
+    assert_eq!(quiet(&mut rx).await.len(), 25, "the even pods' replay");
+
+    // The new predicate owns everything, but its first call on p0 blocks
+    // until the test lets it go: the hand-over is in its pass over the cache.
+    let entered = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let blocked_once = Arc::new(AtomicBool::new(false));
+    let next = {
+        let (entered, release, blocked_once) =
+            (entered.clone(), release.clone(), blocked_once.clone());
+        move |_: &str, o: &Object| {
+            if o.meta.name == "p0" && !blocked_once.swap(true, Ordering::SeqCst) {
+                entered.store(true, Ordering::SeqCst);
+                let until = std::time::Instant::now() + Duration::from_secs(30);
+                while !release.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            true
+        }
+    };
+    let dispatched = std::thread::scope(|scope| {
+        let setter = scope.spawn(|| own.set(next));
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !entered.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < until, "the pass never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // While the pass is blocked: an update of a key owned before and
+        // after, an update of a gained key, and the delete of a gained key.
+        let (tx, done) = std::sync::mpsc::channel();
+        let p = &p;
+        scope.spawn(move || {
+            p.update("p4", 2);
+            p.update("p3", 2);
+            p.fifo.delete(pod("p5", 1, None));
+            p.drain();
+            let _ = tx.send(());
+        });
+        let dispatched = done.recv_timeout(Duration::from_secs(10)).is_ok();
+        release.store(true, Ordering::SeqCst);
+        (dispatched, setter.join().unwrap())
+    });
+    let (dispatched, handover) = dispatched;
+    assert!(
+        dispatched,
+        "dispatch waited for the hand-over's pass over the cache"
+    );
+    assert_eq!(
+        handover.gained, 23,
+        "25 odd pods, of which p3 and p5 had events"
+    );
+    let got = quiet(&mut rx).await;
+    let mut by_key: BTreeMap<String, Vec<(EventKind, u64, bool)>> = BTreeMap::new();
+    for n in &got {
+        by_key.entry(n.key.to_string()).or_default().push((
+            n.kind,
+            rv(&n.object),
+            n.in_initial_list,
+        ));
+    }
+    assert_eq!(
+        by_key.get("ns/p4"),
+        Some(&vec![(EventKind::Updated, 2, false)]),
+        "an owned key's live event"
+    );
+    assert_eq!(
+        by_key.get("ns/p3"),
+        Some(&vec![(EventKind::Added, 2, true)]),
+        "a gained key updated during the pass: one add of its current state"
+    );
+    assert_eq!(
+        by_key.get("ns/p5"),
+        None,
+        "a gained key deleted during the pass is never heard of"
+    );
+    for i in (1..50).step_by(2).filter(|i| *i != 3 && *i != 5) {
+        assert_eq!(
+            by_key.get(&format!("ns/p{i}")),
+            Some(&vec![(EventKind::Added, 1, true)]),
+            "gained p{i}: one replayed add"
+        );
+    }
+    assert_eq!(
+        by_key.len(),
+        1 + 25 - 1,
+        "no other key: {:?}",
+        by_key.keys()
+    );
+}
