@@ -21,17 +21,29 @@
 //! objects of gained keys, the queue drops the keys it lost and the hand-over
 //! waits for their reconciles in progress (I10).
 //!
+//! A hot reload hands the work queue over ([`ControllerPart::hand_over`]):
+//! the new version subscribes its triggers to the old version's queue, with
+//! its pending keys, requeue-after timers and failure counts (kept unless the
+//! new manifest changes the retry settings), and the keys of objects deleted
+//! meanwhile. The old workers stop without shutting the queue down, so a
+//! reconcile that ends after the stop still files its retry or requeue; the
+//! new workers start only once the old ones are idle, however long that
+//! takes ([`ControllerPart::wait_stopped`] reports the wait every few
+//! seconds), so no key runs in two versions at once.
+//!
 //! Invariants:
 //! - The queue's only input is the triggers; in a cluster mode each key they
 //!   queue is one this replica owns.
 //! - Nothing of a version is left running if any step of its start fails.
+//! - A queue handed over is never shut down by the version that handed it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube_informer::workqueue::triggers::{Enqueue, KeyMap};
 use kube_informer::workqueue::{
-    Admit, KeyFilter, OwnedKeys, Route, StartGate, WorkQueue, WorkerOptions, Workers,
+    Admit, KeyFilter, OwnedKeys, RateLimiterConfig, Route, StartGate, WorkQueue, WorkerOptions,
+    Workers,
 };
 use kube_informer::{HandlerOptions, InformerRegistry, Registration};
 use wasm_informer_runtime::{
@@ -50,6 +62,26 @@ pub const TRIGGER_QUEUE: usize = 4096;
 /// How often the gate checks whether the triggers' informers have synced.
 const SYNC_POLL: Duration = Duration::from_millis(20);
 
+/// How often a new version that waits for the old one's reconciles says so.
+pub const HANDOVER_WARN_EVERY: Duration = Duration::from_secs(5);
+
+/// A controller's work queue on its way from one version to the next.
+#[derive(Clone)]
+pub struct HandedQueue {
+    queue: Arc<WorkQueue<Arc<str>>>,
+    primary: String,
+    rate_limiter: RateLimiterConfig,
+}
+
+impl std::fmt::Debug for HandedQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandedQueue")
+            .field("primary", &self.primary)
+            .field("queued", &self.queue.queued())
+            .finish()
+    }
+}
+
 /// One version of a controller plugin, running.
 pub struct ControllerPart {
     spec: ControllerSpec,
@@ -61,6 +93,8 @@ pub struct ControllerPart {
     opener: Option<tokio::task::JoinHandle<()>>,
     /// In a cluster mode: the keys this replica owns (followed on change).
     _owned: Option<Arc<OwnedKeys>>,
+    /// The queue came from the previous version (its counters are in it).
+    inherited: bool,
 }
 
 impl std::fmt::Debug for ControllerPart {
@@ -83,6 +117,7 @@ impl ControllerPart {
         manifest: &PluginManifest,
         status: Arc<PluginStatus>,
         cluster: Option<&Arc<Cluster>>,
+        handed: Option<HandedQueue>,
     ) -> Result<Self, String> {
         let spec = manifest
             .controller
@@ -99,7 +134,19 @@ impl ControllerPart {
         )
         .await
         .map_err(|e| format!("{}: {e}", manifest.wasm.display()))?;
-        let queue = WorkQueue::<Arc<str>>::new(spec.rate_limiter);
+        // The previous version's queue, if it reconciled the same primary.
+        let handed = handed.filter(|h| h.primary == primary);
+        let inherited = handed.is_some();
+        let queue = match handed {
+            Some(h) => {
+                if h.rate_limiter != spec.rate_limiter {
+                    tracing::info!(plugin = %manifest.name, "the retry settings changed: failure counts start again from zero");
+                    h.queue.set_rate_limiter(spec.rate_limiter.build());
+                }
+                h.queue
+            }
+            None => WorkQueue::<Arc<str>>::new(spec.rate_limiter),
+        };
         queue.set_max_low_priority_wait(spec.max_low_priority_wait);
         // Sharding hashes objects with their resource's kind: learn every
         // trigger's before subscribing (the leases keep the informers up
@@ -234,7 +281,51 @@ impl ControllerPart {
             registry: registry.clone(),
             opener: None,
             _owned: owned,
+            inherited,
         })
+    }
+
+    /// The queue, for the next version to take over (see the module doc).
+    /// Nothing changes for this version until [`ControllerPart::keep_queue`].
+    pub fn hand_over(&self) -> HandedQueue {
+        HandedQueue {
+            queue: self.queue.clone(),
+            primary: self.spec.primary.value.clone(),
+            rate_limiter: self.spec.rate_limiter,
+        }
+    }
+
+    /// The next version took the queue: stopping this one leaves it up.
+    pub fn keep_queue(&self) {
+        self.workers.keep_queue();
+    }
+
+    /// Whether this version's queue came from the previous version.
+    pub fn inherited_queue(&self) -> bool {
+        self.inherited
+    }
+
+    /// Waits, after [`ControllerPart::stop`], until no reconcile of this
+    /// version runs any more, saying every [`HANDOVER_WARN_EVERY`] which keys
+    /// it still reconciles. Returns how long it waited.
+    pub async fn wait_stopped(&mut self, plugin: &str) -> Duration {
+        let since = tokio::time::Instant::now();
+        while !self.workers.stop(HANDOVER_WARN_EVERY).await {
+            let keys: Vec<String> = self
+                .queue
+                .processing_keys()
+                .iter()
+                .take(5)
+                .map(|k| k.to_string())
+                .collect();
+            tracing::warn!(
+                plugin = %plugin,
+                waited_ms = since.elapsed().as_millis() as u64,
+                keys = %keys.join(","),
+                "the new version waits: the previous one still reconciles; no key runs in two versions at once"
+            );
+        }
+        since.elapsed()
     }
 
     /// Lets the workers start as soon as every trigger's informer has synced.

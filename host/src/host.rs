@@ -103,6 +103,8 @@ struct Previous {
     latency: Arc<LatencyHistogram>,
     /// API request durations, shared by every version.
     api_latency: Arc<LatencyHistogram>,
+    /// A controller's work queue, for the next version to take over.
+    queue: Option<crate::controller::HandedQueue>,
 }
 
 fn listener_sum(parts: &[Part]) -> ListenerStatsSnapshot {
@@ -175,7 +177,12 @@ impl Slot {
         if let Some(ctl) = &self.controller {
             let mut cr = ctl.report();
             if let Some(earlier) = &c.controller {
-                cr.carry(earlier);
+                if ctl.inherited_queue() {
+                    // The queue's counters already hold the earlier versions'.
+                    cr.carry_reconciles(earlier);
+                } else {
+                    cr.carry(earlier);
+                }
             }
             r.queue_depth = cr.queue.depth;
             r.controller = Some(cr);
@@ -548,6 +555,7 @@ impl Host {
                             versions: o.versions,
                             latency: o.latency.clone(),
                             api_latency: o.status.api().latency_handle(),
+                            queue: o.controller.as_ref().map(|c| c.hand_over()),
                         })
                     }
                     None => None,
@@ -569,8 +577,27 @@ impl Host {
                         }
                         // The new version is subscribed (replay, then live); now drain the old.
                         if let Some(o) = old {
+                            let took_queue = slot
+                                .lock()
+                                .await
+                                .controller
+                                .as_ref()
+                                .is_some_and(|c| c.inherited_queue());
                             let mut o = o.lock().await;
+                            if took_queue {
+                                if let Some(c) = &o.controller {
+                                    c.keep_queue();
+                                }
+                            }
                             o.stop(self.grace()).await;
+                            // A controller's new workers wait for every
+                            // reconcile of the old version, past the grace.
+                            if let Some(c) = o.controller.as_mut() {
+                                let waited = c.wait_stopped(&name).await;
+                                if waited >= crate::controller::HANDOVER_WARN_EVERY {
+                                    tracing::info!(plugin = %name, waited_ms = waited.as_millis() as u64, "the previous version's last reconcile ended; the new version starts");
+                                }
+                            }
                             if old_name != name {
                                 let mut r = o.report();
                                 r.state = "removed".into();
@@ -760,9 +787,15 @@ impl Host {
             read_leases.push(lease);
         }
 
-        let (carried, versions, latency, api_latency) = match previous {
-            Some(p) => (p.report, p.versions + 1, p.latency, p.api_latency),
-            None => (PluginReport::default(), 1, Arc::default(), Arc::default()),
+        let (carried, versions, latency, api_latency, handed) = match previous {
+            Some(p) => (p.report, p.versions + 1, p.latency, p.api_latency, p.queue),
+            None => (
+                PluginReport::default(),
+                1,
+                Arc::default(),
+                Arc::default(),
+                None,
+            ),
         };
         let status = Arc::new(PluginStatus::with_api_latency(&manifest.name, api_latency));
         let cache: Arc<dyn CacheView> = self.registry.clone();
@@ -815,6 +848,7 @@ impl Host {
                 manifest,
                 status.clone(),
                 self.options.cluster.as_ref(),
+                handed,
             )
             .await
             .map_err(&restore)?;

@@ -170,6 +170,12 @@ pub struct ControllerReport {
 }
 
 impl ControllerReport {
+    /// Adds the reconciles of earlier versions only: this version's queue
+    /// was handed over from them, so its counters already hold theirs.
+    pub fn carry_reconciles(&mut self, earlier: &ControllerReport) {
+        self.reconciles.add(&earlier.reconciles);
+    }
+
     /// Adds the counters of an earlier version of the plugin (gauges are
     /// this version's).
     pub fn carry(&mut self, earlier: &ControllerReport) {

@@ -213,14 +213,13 @@ pub async fn exposer_converges_under_churn_and_faults(plugin: &str, wasm: &Path)
         ),
     )
     .unwrap();
-    std::fs::write(
-        dir.join(format!("plugins/{plugin}.toml")),
+    let manifest = |workers: u32| {
         format!(
             r#"name = "{plugin}"
 wasm = "{}"
 for = "apps/v1/deployments"
 owns = ["v1/services"]
-workers = 2
+workers = {workers}
 resync_seconds = 30
 # Room for the Python interpreter.
 memory_mb = 64
@@ -232,9 +231,10 @@ resource = "v1/services"
 verbs = ["create", "patch", "delete"]
 "#,
             wasm.display()
-        ),
-    )
-    .unwrap();
+        )
+    };
+    let manifest_path = dir.join(format!("plugins/{plugin}.toml"));
+    std::fs::write(&manifest_path, manifest(2)).unwrap();
     let config = ConfigDir::open(&dir).unwrap();
     let client = kube_informer::reflector::client_from_kubeconfig_yaml(&running.kubeconfig_yaml())
         .await
@@ -267,6 +267,17 @@ verbs = ["create", "patch", "delete"]
             70 => faults.compact(),
             90 => faults.fail_matching(2, FailMode::Internal, services_write("DELETE")),
             _ => {}
+        }
+        // Hot reloads in the middle of the churn and the write failures: the
+        // new version takes the queue over (keys in backoff included) and
+        // starts only once the old one is idle.
+        if step == 150 || step == 250 {
+            std::fs::write(&manifest_path, manifest(if step == 150 { 3 } else { 2 })).unwrap();
+            let events = host.reconcile().await;
+            assert!(
+                events.iter().any(|e| e.action == "changed"),
+                "the reload was not taken: {events:?}"
+            );
         }
         tokio::time::sleep(Duration::from_millis(15)).await;
     }

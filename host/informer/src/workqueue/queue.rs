@@ -189,6 +189,13 @@ impl<K: QueueKey> WorkQueue<K> {
         self.state.lock().max_low_wait = bound;
     }
 
+    /// Replaces the retry limiter (a controller's new version with other
+    /// retry settings took the queue over): failure counts start again from
+    /// zero; queued keys and their timers are kept.
+    pub fn set_rate_limiter(&self, limiter: Box<dyn RateLimiter<K>>) {
+        self.state.lock().limiter = limiter;
+    }
+
     /// The ageing bound.
     pub fn max_low_priority_wait(&self) -> Option<Duration> {
         self.state.lock().max_low_wait

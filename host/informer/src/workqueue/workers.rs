@@ -16,7 +16,8 @@
 //!
 //! A retry or requeue keeps the priority the key was taken with.
 //! [`Workers::stop`] lets every reconcile in progress finish and starts no
-//! other.
+//! other. [`Workers::keep_queue`] hands the queue on to the next workers (a
+//! controller's new version) instead of shutting it down.
 //!
 //! Invariants:
 //! - A key is reconciled by at most one worker at a time (the queue's
@@ -268,6 +269,8 @@ struct Shared<K> {
     busy: AtomicUsize,
     idle: Notify,
     stats: Arc<ReconcileStats>,
+    /// The queue outlives these workers (see [`Workers::keep_queue`]).
+    keep_queue: AtomicBool,
 }
 
 impl<K> Default for Shared<K> {
@@ -280,6 +283,7 @@ impl<K> Default for Shared<K> {
             busy: AtomicUsize::new(0),
             idle: Notify::new(),
             stats: Arc::default(),
+            keep_queue: AtomicBool::new(false),
         }
     }
 }
@@ -442,10 +446,23 @@ impl<K: QueueKey> Workers<K> {
         }
     }
 
+    /// Hands the queue on: stopping or dropping these workers no longer
+    /// shuts it down, so the workers of a controller's next version take it
+    /// over as it is (pending keys, requeue-after timers, failure counts),
+    /// and a reconcile that finishes after the stop still files its retry or
+    /// requeue into it. The next workers must not start before
+    /// [`Workers::stop`] has returned `true`: a key is then never reconciled
+    /// by both.
+    pub fn keep_queue(&self) {
+        self.shared.keep_queue.store(true, Ordering::SeqCst);
+    }
+
     fn signal_stop(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
         self.shared.stop.notify_waiters();
-        self.queue.shut_down();
+        if !self.shared.keep_queue.load(Ordering::SeqCst) {
+            self.queue.shut_down();
+        }
     }
 }
 
@@ -453,7 +470,9 @@ impl<K: QueueKey> Drop for Workers<K> {
     fn drop(&mut self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
         self.shared.stop.notify_waiters();
-        self.queue.shut_down();
+        if !self.shared.keep_queue.load(Ordering::SeqCst) {
+            self.queue.shut_down();
+        }
         for r in self.running.drain(..) {
             if let Running::Task(t) = r {
                 t.abort();
