@@ -194,6 +194,21 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         "wasm-informer: metrics at http://{}/metrics",
         metrics.addr()
     );
+    // The cluster layer first: plugins loaded at start-up begin their `init`
+    // once this replica knows whether it leads (or holds its shard), so a
+    // leader's init writes are sent under its first tenure.
+    if let Some(c) = &cluster {
+        c.start(host.registry());
+        let t = config.host.cluster.timing();
+        if !c.first_outcome(t.retry_period * 2).await {
+            tracing::warn!("no answer about the lease yet; plugins load as a standby would");
+        }
+        eprintln!(
+            "wasm-informer: {} mode as {}; plugins receive events once this replica leads or holds its shard",
+            c.mode().as_str(),
+            c.identity()
+        );
+    }
     host.reconcile().await;
     host.start_reload()
         .map_err(|e| Failure::runtime(format!("cannot watch {}: {e}", config.dir.display())))?;
@@ -202,14 +217,6 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
         host.plugin_names().len(),
         host.plugin_names().join(", ")
     );
-    if let Some(c) = &cluster {
-        c.start(host.registry());
-        eprintln!(
-            "wasm-informer: {} mode as {}; plugins receive events once this replica leads or holds its shard",
-            c.mode().as_str(),
-            c.identity()
-        );
-    }
 
     // On a terminal: the live view (the log goes to a file meanwhile). With
     // `--status always` and no terminal: the plain table on stdout.

@@ -28,7 +28,7 @@ pub mod shard;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -321,6 +321,38 @@ impl Cluster {
         );
     }
 
+    /// Waits until this replica's first attempt at its lease has an outcome
+    /// (held, held by another replica, or failed), for at most `max`; true
+    /// if it has. Plugins loaded at start-up wait for it, so that a leader's
+    /// (or a shard holder's) `init` begins in its first tenure and its writes
+    /// are sent, while a standby's are refused as any standby write is.
+    pub async fn first_outcome(&self, max: Duration) -> bool {
+        let until = Instant::now() + max;
+        loop {
+            if self.decided() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn decided(&self) -> bool {
+        match self.settings.mode {
+            ClusterMode::None => true,
+            ClusterMode::Leader => self.election.lock().as_ref().is_some_and(|rx| {
+                let e = rx.borrow();
+                e.leader || e.holder.is_some() || e.last_error.is_some()
+            }),
+            ClusterMode::Sharded => {
+                let r = self.ring.lock();
+                r.held || r.last_error.is_some()
+            }
+        }
+    }
+
     /// What a plugin's `init` receives: its manifest's `[config]` plus, under
     /// the reserved key [`RESERVED_CONFIG_KEY`], this replica's identity and
     /// shard.
@@ -568,7 +600,13 @@ mod tests {
 
     #[test]
     fn identities_that_normalise_alike_get_distinct_lease_names() {
-        let ids = ["Replica_A", "replica-a", "REPLICA-A", "replica_a", "replica-a-"];
+        let ids = [
+            "Replica_A",
+            "replica-a",
+            "REPLICA-A",
+            "replica_a",
+            "replica-a-",
+        ];
         let names: std::collections::BTreeSet<String> =
             ids.iter().map(|i| lease_name_for(i)).collect();
         assert_eq!(names.len(), ids.len(), "{names:?}");

@@ -14,6 +14,8 @@
 //! makes the same call N times and reports the outcome of each; `unread` leaves
 //! the answer unread (nothing copied into the plugin's memory).
 //!
+//! `[config] init_ops` lists ops made once in `init` (outcomes not returned).
+//!
 //! Invariant: `on-event` always returns `err([<outcome>, ...])`, one outcome
 //! per op: `{"ok": true, "object": <json or null>}` or
 //! `{"ok": false, "error": "<api-error case>", "message": "..."}`.
@@ -84,6 +86,10 @@ struct Op {
 #[derive(Deserialize)]
 struct Settings {
     ops: Vec<Op>,
+    /// Ops made once in `init`, before any event; their outcomes are not
+    /// returned (the server's log shows what was sent).
+    #[serde(default)]
+    init_ops: Vec<Op>,
 }
 
 struct Probe {
@@ -121,7 +127,7 @@ fn outcome(r: Result<Option<Object>>, unread: bool) -> Value {
 }
 
 impl Probe {
-    fn run(&self, op: &Op, event: &Event) -> Value {
+    fn run(&self, op: &Op, event: Option<&Event>) -> Value {
         let ns = op.namespace.as_deref();
         let patch = || match op.patch.as_str() {
             "json" => Patch::Json(op.body.clone()),
@@ -168,7 +174,12 @@ impl Probe {
                         name: r.name.clone(),
                         uid: r.uid.clone(),
                     },
-                    None => event.object().reference(),
+                    None => match event {
+                        Some(e) => e.object().reference(),
+                        None => {
+                            return json!({ "ok": false, "error": "sdk", "message": "an event op in init needs `regarding`" })
+                        }
+                    },
                 };
                 events::publish(
                     &regarding,
@@ -191,15 +202,21 @@ impl Probe {
 impl Handler for Probe {
     fn init(config: &Config) -> Result<Self> {
         let s: Settings = config.parse()?;
-        Ok(Probe { ops: s.ops })
+        let probe = Probe { ops: s.ops };
+        for op in &s.init_ops {
+            let _ = probe.run(op, None);
+        }
+        Ok(probe)
     }
 
     fn on_add(&mut self, e: &Event) -> Result<()> {
         let mut out: Vec<Value> = Vec::new();
         for op in &self.ops {
             match op.repeat {
-                Some(n) => out.push(Value::Array((0..n).map(|_| self.run(op, e)).collect())),
-                None => out.push(self.run(op, e)),
+                Some(n) => out.push(Value::Array(
+                    (0..n).map(|_| self.run(op, Some(e))).collect(),
+                )),
+                None => out.push(self.run(op, Some(e))),
             }
         }
         Err(Value::Array(out).to_string().into())
