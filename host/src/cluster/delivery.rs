@@ -17,8 +17,9 @@
 //!   while a plugin still handles a lost key. [`Delivery::apply_and_wait_at_most`]
 //!   also gives up waiting after a bound; use it only where the fence already
 //!   refuses what the late handler could still write (a closed or shut fence,
-//!   or a tenure that ended), never where the replica still holds the lease
-//!   for the lost keys (a ring change).
+//!   or a tenure that ended). A ring change, where the replica still holds
+//!   the lease for the lost keys, bounds its wait by revoking the fence's
+//!   tenure first (see `membership.rs`, `Member::stop_waiting`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};

@@ -64,8 +64,12 @@ struct State {
     /// Never opens again.
     shut: bool,
     /// The current tenure: bumped each time the fence opens after it was
-    /// closed or had lapsed, so nothing begun under an earlier tenure passes.
+    /// closed or had lapsed, or is revoked, so nothing begun under an
+    /// earlier tenure passes.
     tenure: u64,
+    /// The latest deadline of a request admitted so far: no request sent
+    /// before now can be applied after it.
+    admitted_until: Option<Instant>,
 }
 
 /// The shared fence of one lease.
@@ -85,6 +89,7 @@ impl Fence {
                 deadline: None,
                 shut: false,
                 tenure: 0,
+                admitted_until: None,
             }),
             validity: Some(lease_duration.saturating_sub(skew_margin)),
         })
@@ -98,6 +103,7 @@ impl Fence {
                 deadline: None,
                 shut: false,
                 tenure: 0,
+                admitted_until: None,
             }),
             validity: None,
         })
@@ -141,7 +147,7 @@ impl Fence {
     /// since), or too little of it is left for a request.
     pub fn admit(&self, tenure: Option<Tenure>, deadline: Instant) -> Result<Instant, Fenced> {
         let now = Instant::now();
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         if st.shut {
             return Err(Fenced::NotHeld);
         }
@@ -160,7 +166,20 @@ impl Fence {
                 timeout_ms: until.saturating_duration_since(now).as_millis() as u64,
             });
         }
+        st.admitted_until = Some(st.admitted_until.map_or(until, |a| a.max(until)));
         Ok(until)
+    }
+
+    /// Ends the current tenure while the lease stays held: every call begun
+    /// before may send nothing more (its writes get [`Fenced::StaleTenure`]),
+    /// calls begun after are admitted as usual. Returns the instant after
+    /// which no request admitted before can still be applied by the server
+    /// (`None`: none is outstanding). This is how a hand-over that cannot wait
+    /// any longer for a plugin still handling a key given up goes on safely.
+    pub fn revoke(&self) -> Option<Instant> {
+        let mut st = self.state.lock();
+        st.tenure += 1;
+        st.admitted_until.filter(|a| Instant::now() < *a)
     }
 
     /// Whether the fence is open at `now`.
@@ -306,6 +325,29 @@ mod tests {
             f.admit(tenure, Instant::now() + Duration::from_millis(5)),
             Err(Fenced::TooLate { .. })
         ));
+    }
+
+    #[test]
+    fn a_revoked_tenure_writes_nothing_more_while_later_calls_do() {
+        let f = Fence::new(Duration::from_secs(3), Duration::from_millis(500));
+        f.renewed(Instant::now());
+        let stuck = f.tenure();
+        let until = f
+            .admit(stuck, Instant::now() + Duration::from_millis(800))
+            .expect("admitted");
+        let drained = f.revoke().expect("a request is outstanding");
+        assert_eq!(drained, until, "the last admitted request's deadline");
+        assert_eq!(
+            f.admit(stuck, Instant::now() + Duration::from_secs(1)),
+            Err(Fenced::StaleTenure),
+            "a call begun before the revocation"
+        );
+        let fresh = f.tenure();
+        assert_ne!(fresh, stuck);
+        assert!(f
+            .admit(fresh, Instant::now() + Duration::from_secs(1))
+            .is_ok());
+        assert!(f.deadline().is_some(), "the lease is still held");
     }
 
     #[test]

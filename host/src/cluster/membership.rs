@@ -22,7 +22,10 @@
 //! 2. If the intended view differs from the published one, first narrow what
 //!    is delivered to what the replica owns under *both* views, and wait until
 //!    no plugin handles a key it gave up; then publish the intended view (a
-//!    renewal that writes the annotation).
+//!    renewal that writes the annotation). The wait lasts at most a lease
+//!    duration: past it, the fence's tenure is revoked, so that nothing begun
+//!    before can write any more, and the replica waits only until no request
+//!    already sent can still be applied.
 //! 3. After a publish, list again (a quorum read, so it sees every write that
 //!    completed before it). Deliver, in addition to what is already delivered,
 //!    the arcs this replica owns under its published view that no live peer
@@ -214,10 +217,20 @@ struct State {
     /// What is delivered.
     delivered: ArcSet,
     /// A narrowing whose plugins are still busy with a key given up.
-    pending: Option<(BoxFuture<'static, ()>, Instant)>,
+    pending: Option<Pending>,
     /// The last read came before the last publish.
     stale_read: bool,
     peers: HashMap<String, Peer>,
+}
+
+/// A narrowing still waiting for the plugins.
+struct Pending {
+    /// Resolves once no plugin handles a key given up.
+    wait: BoxFuture<'static, ()>,
+    started: Instant,
+    /// The wait outlasted its bound and the tenure was revoked: what is
+    /// left is the drain of requests already sent.
+    revoked: bool,
 }
 
 /// One replica in a ring.
@@ -281,13 +294,14 @@ impl Member {
         self.st.delivered = arcs;
         if narrowing && handover.is_waiting() {
             let delivery = self.delivery.clone();
-            self.st.pending = Some((
-                Box::pin(async move {
+            self.st.pending = Some(Pending {
+                wait: Box::pin(async move {
                     handover.finished().await;
                     delivery.finished(started);
                 }),
                 started,
-            ));
+                revoked: false,
+            });
         } else {
             self.delivery.finished(started);
         }
@@ -448,6 +462,32 @@ impl Member {
             .collect()
     }
 
+    /// A plugin still handles a key given up a lease duration after the
+    /// narrowing (it is in backoff, in quarantine, or stuck): the wait ends.
+    /// Every call begun before now may write nothing more (the fence's
+    /// tenure is revoked), and the hand-over goes on once no request they
+    /// sent can still be applied. The plugin's wait goes on in the
+    /// background, and the delivery stays reported in transition until it
+    /// ends.
+    fn stop_waiting(&mut self, bound: Duration) {
+        let Some(p) = self.st.pending.take() else {
+            return;
+        };
+        let drained = self.fence.revoke();
+        tracing::warn!(
+            ring = %self.config.ring,
+            member = %self.config.name,
+            waited_ms = bound.as_millis() as u64,
+            "a plugin still handles a key this replica gave up; its calls in flight may write nothing more, and the hand-over goes on"
+        );
+        tokio::spawn(p.wait);
+        self.st.pending = drained.map(|at| Pending {
+            wait: Box::pin(tokio::time::sleep_until(at.into())),
+            started: Instant::now(),
+            revoked: true,
+        });
+    }
+
     /// Steps 1-3 of the protocol, after a read.
     async fn coordinate(&mut self) {
         if !self.st.held || self.st.pending.is_some() {
@@ -536,9 +576,19 @@ impl Member {
         let _stop_watcher = AbortOnDrop(watcher);
         loop {
             self.update_status();
+            let bound = t.lease_duration;
             let pending = async {
                 match self.st.pending.as_mut() {
-                    Some((f, _)) => f.as_mut().await,
+                    Some(p) if !p.revoked => {
+                        tokio::select! {
+                            _ = p.wait.as_mut() => true,
+                            _ = tokio::time::sleep_until((p.started + bound).into()) => false,
+                        }
+                    }
+                    Some(p) => {
+                        p.wait.as_mut().await;
+                        true
+                    }
                     None => std::future::pending().await,
                 }
             };
@@ -557,8 +607,12 @@ impl Member {
                     }
                     continue;
                 }
-                _ = pending => {
-                    self.st.pending = None;
+                finished = pending => {
+                    if finished {
+                        self.st.pending = None;
+                    } else {
+                        self.stop_waiting(bound);
+                    }
                     next_read = Instant::now();
                     continue;
                 }
