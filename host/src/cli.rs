@@ -55,6 +55,10 @@ pub enum Command {
     /// A live view of a running host, read from its metrics endpoint: one
     /// row per plugin and per informer (`q` quits).
     Top(crate::commands::top::TopArgs),
+    /// Shadow versions: `diff NAME` prints how a shadow's intended writes
+    /// differ from its live plugin's, read from a running host;
+    /// `promote NAME --config DIR` makes the shadow the live version.
+    Shadow(crate::commands::shadow::ShadowArgs),
 }
 
 /// Flags of `rbac`.

@@ -962,6 +962,11 @@ pub struct PluginManifest {
     /// Set for a controller (a manifest with `for`): its triggers, workers
     /// and retry limiter. Its `resources` is then empty.
     pub controller: Option<ControllerSpec>,
+    /// `shadow_of = "LIVE"`: this plugin is a shadow version of plugin
+    /// `LIVE`: it gets the same events or keys, writes only in dry run under
+    /// LIVE's grants, publishes no Events, and its intended writes are
+    /// compared with LIVE's (see `crate::shadow`).
+    pub shadow_of: Option<Located<String>>,
 }
 
 impl PluginManifest {
@@ -1042,6 +1047,7 @@ struct RawManifest {
     api_time_per_event_ms: Option<Spanned<u64>>,
     max_request_bytes: Option<Spanned<u64>>,
     max_answer_bytes: Option<Spanned<u64>>,
+    shadow_of: Option<Spanned<String>>,
 }
 
 /// What `events` says: off, `true` (the namespaces the plugin reads or
@@ -1257,6 +1263,43 @@ impl PluginManifest {
     pub fn parse(path: &Path, text: &str, defaults: &Limits) -> Result<Self, ConfigError> {
         let src = Source { path, text };
         let raw: RawManifest = parse(&src)?;
+        let shadow_of = match &raw.shadow_of {
+            Some(live) => {
+                check_plugin_name(live.get_ref())
+                    .map_err(|e| ConfigError::at(&src, live.span(), "shadow_of", e))?;
+                if live.get_ref() == raw.name.get_ref() {
+                    return Err(ConfigError::at(
+                        &src,
+                        live.span(),
+                        "shadow_of",
+                        "names this plugin itself: name the live plugin this one shadows",
+                    ));
+                }
+                // A shadow writes under its live plugin's grants, in dry run.
+                let own = [
+                    ("write", raw.write.as_ref().map(|_| live.span())),
+                    ("events", raw.events.as_ref().map(|e| e.span())),
+                    ("dry_run", raw.dry_run.map(|_| live.span())),
+                ];
+                if let Some((key, span)) = own.iter().find_map(|(k, s)| s.clone().map(|s| (*k, s)))
+                {
+                    return Err(ConfigError::at(
+                        &src,
+                        span,
+                        key,
+                        format!(
+                            "a shadow writes only in dry run, under the grants of `{}`, and publishes no Events: remove `{key}`",
+                            live.get_ref()
+                        ),
+                    ));
+                }
+                Some(Located {
+                    value: live.get_ref().clone(),
+                    position: line_col(text, live.span().start),
+                })
+            }
+            None => None,
+        };
         let mut kube = kube_settings(&src, &raw)?;
         let events = EventsKey::parse(&src, &raw.events)?;
         let pos = |span: Range<usize>| line_col(text, span.start);
@@ -1414,6 +1457,7 @@ impl PluginManifest {
             config_json,
             kube: KubeSettings::default(),
             controller,
+            shadow_of,
         };
         let mut regarding: std::collections::BTreeSet<String> =
             manifest.readable().into_iter().collect();

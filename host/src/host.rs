@@ -53,7 +53,7 @@ use kube_informer::HandlerOptions;
 use kube_informer::Registration;
 use kube_informer::{InformerConfig, InformerError, InformerLease, InformerRegistry};
 use wasm_informer_runtime::capability::api::ClusterApi;
-use wasm_informer_runtime::capability::kube::{Grants, ProtectedLeases, Quota};
+use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, ProtectedLeases, Quota};
 use wasm_informer_runtime::{
     EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
     PluginStatus, Stop,
@@ -297,6 +297,9 @@ pub struct Host {
     /// Each plugin's API quota, by plugin name: one token bucket for every
     /// runner, worker and version of a plugin, never refilled by a reload.
     quotas: Mutex<BTreeMap<String, Arc<Quota>>>,
+    /// Each live plugin's comparison with its shadow, by the live plugin's
+    /// name (`shadow.rs`).
+    shadows: Mutex<BTreeMap<String, Arc<crate::shadow::ShadowBook>>>,
     identity: String,
     /// The config directory has been read and applied once.
     loaded: AtomicBool,
@@ -410,6 +413,7 @@ impl Host {
             kube_api,
             grants: Mutex::new(BTreeMap::new()),
             quotas: Mutex::new(BTreeMap::new()),
+            shadows: Mutex::new(BTreeMap::new()),
             loaded: AtomicBool::new(false),
         }))
     }
@@ -461,11 +465,18 @@ impl Host {
         let (removes, loads): (Vec<_>, Vec<_>) = actions
             .into_iter()
             .partition(|a| matches!(a, ReloadAction::Remove { .. }));
+        // Shadows load after the live plugins they name.
+        let (shadows, loads): (Vec<_>, Vec<_>) = loads.into_iter().partition(|a| match a {
+            ReloadAction::Add { manifest, .. } | ReloadAction::Change { manifest, .. } => {
+                manifest.shadow_of.is_some()
+            }
+            _ => false,
+        });
         let components = PassComponents::default();
         let mut done = Vec::new();
         {
             let state = Mutex::new(&mut *state);
-            for phase in [removes, loads] {
+            for phase in [removes, loads, shadows] {
                 let events: Vec<ReloadEvent> = futures::stream::iter(phase)
                     .map(|a| self.apply_action(&state, &running, &components, a))
                     .buffered(MAX_CONCURRENT_LOADS)
@@ -630,6 +641,9 @@ impl Host {
                     let mut r = s.report();
                     r.state = "removed".into();
                     self.shared.lock().gone.insert(name.clone(), r);
+                    if let Some(live) = &s.manifest.shadow_of {
+                        self.shadow_book(&live.value).detach(&name);
+                    }
                 }
                 state.lock().commit_removed(&file);
                 self.shared.lock().failures.remove(&file);
@@ -678,6 +692,89 @@ impl Host {
 
     fn grace(&self) -> Duration {
         Duration::from_millis(self.config.host.shutdown_grace_ms)
+    }
+
+    /// The comparison of live plugin `live` with its shadow (made on first use).
+    fn shadow_book(&self, live: &str) -> Arc<crate::shadow::ShadowBook> {
+        self.shadows
+            .lock()
+            .entry(live.to_string())
+            .or_insert_with(|| crate::shadow::ShadowBook::new(live, crate::shadow::DEFAULT_WINDOW))
+            .clone()
+    }
+
+    /// The API settings of shadow `manifest` of live plugin `live`: the live
+    /// plugin's grants, in dry run, without Events. The live plugin must run,
+    /// with the same subscription.
+    async fn shadow_settings(
+        &self,
+        manifest: &PluginManifest,
+        live: &str,
+    ) -> Result<KubeSettings, String> {
+        let (line, col) = manifest.shadow_of.as_ref().map_or((1, 1), |l| l.position);
+        let at = |why: String| {
+            format!(
+                "{}:{line}:{col}: key `shadow_of`: {why}",
+                manifest.file.display()
+            )
+        };
+        let slot = self.shared.lock().slots.get(live).cloned();
+        let Some(slot) = slot else {
+            return Err(at(format!(
+                "no plugin `{live}` is running: a shadow runs beside the live plugin it names"
+            )));
+        };
+        let slot = slot.lock().await;
+        let theirs = &slot.manifest;
+        if theirs.shadow_of.is_some() {
+            return Err(at(format!("`{live}` is itself a shadow")));
+        }
+        let mut differs = Vec::new();
+        if theirs.resource_ids() != manifest.resource_ids() {
+            differs.push(format!(
+                "resources {:?} against {:?}",
+                manifest.resource_ids(),
+                theirs.resource_ids()
+            ));
+        }
+        if theirs.namespace != manifest.namespace {
+            differs.push(format!(
+                "namespace {:?} against {:?}",
+                manifest.namespace, theirs.namespace
+            ));
+        }
+        if theirs.label_selector != manifest.label_selector {
+            differs.push(format!(
+                "label_selector {:?} against {:?}",
+                manifest.label_selector, theirs.label_selector
+            ));
+        }
+        if theirs.controller.is_some() != manifest.controller.is_some() {
+            differs.push("one is a controller, the other an event handler".to_string());
+        }
+        if !differs.is_empty() {
+            return Err(at(format!(
+                "a shadow gets exactly the events of `{live}`, but its subscription differs: {}",
+                differs.join("; ")
+            )));
+        }
+        let mut settings = (*self
+            .grants
+            .lock()
+            .get(live)
+            .map(|g| g.current())
+            .unwrap_or_default())
+        .clone();
+        settings.dry_run = true;
+        settings.events = None;
+        Ok(settings)
+    }
+
+    /// Every shadow's comparison (with the per-key views when `keys`).
+    pub fn shadow_reports(&self, keys: bool) -> Vec<crate::shadow::ShadowReport> {
+        let now = Instant::now();
+        let books: Vec<_> = self.shadows.lock().values().cloned().collect();
+        books.iter().filter_map(|b| b.report(keys, now)).collect()
     }
 
     /// Compiles, instantiates and subscribes one plugin version. Nothing of it
@@ -803,6 +900,26 @@ impl Host {
         // (so a revoked grant is refused before the new version's first
         // event, even to the old version while it drains); a version that
         // fails to load puts the old grants back.
+        // A shadow runs under its live plugin's grants, in dry run, with no
+        // Events; its writes and the live plugin's are compared.
+        let (kube_settings, intents, act_as) = match &manifest.shadow_of {
+            Some(live) => {
+                let settings = self.shadow_settings(manifest, &live.value).await?;
+                let book = self.shadow_book(&live.value);
+                book.attach(&manifest.name);
+                (
+                    settings,
+                    book.sink(crate::shadow::Side::Shadow),
+                    self.config.host.identity.user_of(&live.value),
+                )
+            }
+            None => (
+                manifest.kube.clone(),
+                self.shadow_book(&manifest.name)
+                    .sink(crate::shadow::Side::Live),
+                self.config.host.identity.user_of(&manifest.name),
+            ),
+        };
         let grants = self
             .grants
             .lock()
@@ -810,7 +927,7 @@ impl Host {
             .or_default()
             .clone();
         let before = grants.current();
-        grants.replace(manifest.kube.clone());
+        grants.replace(kube_settings.clone());
         let restore = |e: String| {
             grants.replace((*before).clone());
             e
@@ -819,16 +936,16 @@ impl Host {
             .quotas
             .lock()
             .entry(manifest.name.clone())
-            .or_insert_with(|| Quota::new(manifest.kube.write_qps, manifest.kube.write_burst))
+            .or_insert_with(|| Quota::new(kube_settings.write_qps, kube_settings.write_burst))
             .clone();
         let services = HostServices {
             cache,
             api: Some(self.api.clone()),
             grants: grants.clone(),
-            dry_run: self.options.dry_run,
+            dry_run: self.options.dry_run || manifest.shadow_of.is_some(),
             identity: self.identity.clone(),
             quota,
-            act_as: self.config.host.identity.user_of(&manifest.name),
+            act_as,
             protected: self
                 .options
                 .cluster
@@ -837,6 +954,7 @@ impl Host {
                 .map(|namespace| ProtectedLeases { namespace }),
             enforce_grants: true,
             stop: Stop::new(),
+            intents: Some(intents),
         };
         let mut controller = None;
         if manifest.controller.is_some() {
@@ -1099,6 +1217,7 @@ impl Observe for Host {
             reloads: sh.events.clone(),
             config_errors: sh.failures.values().map(|f| f.message.clone()).collect(),
             cluster: self.options.cluster.as_ref().map(|c| c.report()),
+            shadows: self.shadow_reports(false),
         }
     }
 
@@ -1169,6 +1288,10 @@ impl Observe for Host {
             .as_ref()
             .map(|c| c.status_lines())
             .unwrap_or_default()
+    }
+
+    fn shadow_reports(&self) -> Vec<crate::shadow::ShadowReport> {
+        Host::shadow_reports(self, true)
     }
 
     fn cluster_json(&self, with_keys: bool) -> Option<serde_json::Value> {

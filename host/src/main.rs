@@ -429,6 +429,7 @@ fn main() -> ExitCode {
             .map(|text| print!("{text}"))
             .map_err(Failure::from),
         Command::Top(a) => wasm_informer::commands::top::run(a).map_err(Failure::from),
+        Command::Shadow(a) => wasm_informer::commands::shadow::run(a).map_err(Failure::from),
         Command::Dev(a) => wasm_informer::commands::dev::run(a).map_err(Failure::from),
         Command::Test(a) => match wasm_informer::commands::test::run(a) {
             Ok(0) => Ok(()),

@@ -125,6 +125,11 @@ pub trait Observe: Send + Sync + 'static {
     fn plugin_latency(&self) -> Vec<(String, PluginDurations)> {
         Vec::new()
     }
+    /// Every shadow version's comparison, with its per-object views, for
+    /// `/shadow`.
+    fn shadow_reports(&self) -> Vec<crate::shadow::ShadowReport> {
+        Vec::new()
+    }
 }
 
 /// Encodes one histogram family, a series per plugin.
@@ -545,6 +550,24 @@ impl Collector for ReportCollector {
                 &[(vec![], f64::from(u8::from(c.fence_open)))],
             )?;
         }
+        let mut shadow_writes = Vec::new();
+        for sh in &r.shadows {
+            for o in crate::shadow::Outcome::ALL {
+                shadow_writes.push((
+                    vec![("plugin", sh.shadow.as_str()), ("outcome", o.as_str())],
+                    sh.counts.get(o) as f64,
+                ));
+            }
+        }
+        if !shadow_writes.is_empty() {
+            family(
+                &mut enc,
+                "wasm_informer_shadow_writes",
+                "A shadow version's intended writes compared with its live plugin's: same, differs, only_live, only_shadow.",
+                MetricType::Counter,
+                &shadow_writes,
+            )?;
+        }
         family(
             &mut enc,
             "wasm_informer_ready",
@@ -804,6 +827,36 @@ async fn cluster(
     }
 }
 
+/// `/shadow`: every shadow version's comparison with its live plugin, with
+/// a view per object (`?outcome=differs` keeps the objects with that
+/// verdict).
+async fn shadow(
+    State(source): State<Arc<dyn Observe>>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
+) -> impl IntoResponse {
+    let only = q.and_then(|q| {
+        q.split('&')
+            .find_map(|p| p.strip_prefix("outcome=").map(str::to_string))
+    });
+    let reports = tokio::task::spawn_blocking(move || source.shadow_reports())
+        .await
+        .unwrap_or_default();
+    let reports: Vec<_> = reports
+        .into_iter()
+        .map(|mut r| {
+            if let Some(o) = &only {
+                r.keys.retain(|_, v| v.verdict.as_str() == o);
+            }
+            r
+        })
+        .collect();
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "shadows": reports }).to_string(),
+    )
+}
+
 /// The axum router serving `/metrics`, `/healthz` and `/readyz`.
 pub fn router(source: Arc<dyn Observe>) -> Router {
     Router::new()
@@ -811,6 +864,7 @@ pub fn router(source: Arc<dyn Observe>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/cluster", get(cluster))
+        .route("/shadow", get(shadow))
         .with_state(source)
 }
 

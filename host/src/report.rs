@@ -254,6 +254,10 @@ pub struct Report {
     /// Extra: this replica's role and shard, in leader or sharded mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterReport>,
+    /// Extra: each shadow version's comparison with its live plugin
+    /// (counts only; `/shadow` has the per-object views).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<crate::shadow::ShadowReport>,
 }
 
 /// This replica in a cluster (`[cluster]` mode `leader` or `sharded`).

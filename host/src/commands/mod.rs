@@ -1,7 +1,8 @@
 //! The commands for plugin authors and distributors, one module each: `new`
 //! (a plugin project from a template), `test` (a plugin against fixtures,
 //! without a cluster), `dev` (the edit, build and hot-load loop), `top` (a live view
-//! of a running host) and `push` (a component to an OCI registry).
+//! of a running host), `shadow` (a shadow version's diff, and its promotion)
+//! and `push` (a component to an OCI registry).
 //!
 //! Invariant: a command fails with one [`Failure`], whose code is 2 for bad
 //! input (arguments, files, configuration) and 1 for everything else, as the
@@ -10,6 +11,7 @@
 pub mod dev;
 pub mod live;
 pub mod new;
+pub mod shadow;
 pub mod test;
 pub mod top;
 

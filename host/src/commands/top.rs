@@ -729,7 +729,7 @@ pub fn draw(f: &mut Frame, m: &mut Model) {
 }
 
 /// The `/metrics` address and path `--metrics` names.
-fn endpoint(spec: &str) -> Result<(String, String), String> {
+pub fn endpoint(spec: &str) -> Result<(String, String), String> {
     let rest = spec.strip_prefix("http://").unwrap_or(spec);
     if rest.starts_with("https://") {
         return Err(format!(

@@ -79,6 +79,9 @@ pub struct HostServices {
     /// version stops, it ends the version's waits on the server, on write
     /// tokens and in quarantine at once ([`crate::stop`]).
     pub stop: Arc<crate::stop::Stop>,
+    /// Sees every write the plugin is about to send (a shadow version's
+    /// comparison); `None`: nobody looks.
+    pub intents: Option<Arc<dyn kube::WriteIntents>>,
 }
 
 impl std::fmt::Debug for HostServices {
@@ -118,6 +121,7 @@ impl HostServices {
             protected: None,
             enforce_grants: true,
             stop: crate::stop::Stop::new(),
+            intents: None,
         }
     }
 

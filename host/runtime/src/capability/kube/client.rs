@@ -199,6 +199,8 @@ pub struct KubeClient {
     status: Arc<PluginStatus>,
     /// The version's stop signal: a raise ends its waits at once.
     stop: Arc<Stop>,
+    /// Sees every write about to be sent.
+    intents: Option<Arc<dyn super::WriteIntents>>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -243,6 +245,7 @@ impl KubeClient {
             quota: services.quota.clone(),
             status,
             stop: services.stop.clone(),
+            intents: services.intents.clone(),
         }
     }
 
@@ -318,6 +321,9 @@ impl KubeClient {
         request.max_answer_bytes = settings.max_answer_bytes;
         if let Some(why) = self.refusal(&settings, &request, allowed) {
             return Err(self.refuse(Some(&request), why, deadline, started));
+        }
+        if let Some(i) = self.intents.as_ref().filter(|_| request.verb.writes()) {
+            i.intended(&request);
         }
         let (exchange, result) = self.send(&request, deadline, budget.tenure(), started);
         let (outcome, code) = match &result {

@@ -39,12 +39,14 @@ use parking_lot::RwLock;
 
 mod client;
 mod grant;
+mod intents;
 mod quota;
 
 pub use client::{
     ApiBudget, Cause, KubeClient, KubeError, KubeResult, ProtectedLeases, Refusal, LEASES_RESOURCE,
 };
 pub use grant::{GrantError, WriteGrant};
+pub use intents::WriteIntents;
 pub use quota::{Quota, QuotaStats, Ticket, REFUSAL_LINES_PER_SEC, REFUSAL_LINE_BURST};
 
 use std::collections::BTreeSet;
