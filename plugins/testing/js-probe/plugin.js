@@ -13,8 +13,9 @@
 //   dry-run
 //   use-after            keeps the event's object for the next event's `use-after`
 //   use-event-after      keeps the event itself, and reads its object in the next event
-//   finalizer            {resource, namespace, name, key, finalizer}: runs the SDK's
-//                        finalizer helper; `apply` requeues after 1000 ms, `cleanup` is done
+//   finalizer            {resource, namespace, name, key, finalizer, cleanup_requeue_ms}:
+//                        runs the SDK's finalizer helper; `apply` requeues after 1000 ms,
+//                        `cleanup` is done, or requeues after `cleanup_requeue_ms` when given
 // and its outcome is {"ok": true, ...} or {"ok": false, "error": KIND, "message": M}.
 //
 // Invariant: `on-event` always returns `err([<outcome>, ...])`.
@@ -124,6 +125,7 @@ function run(op, event) {
         },
         cleanup() {
           step = 'cleanup';
+          if (op.cleanup_requeue_ms != null) return Action.requeueAfter(op.cleanup_requeue_ms);
         },
       });
       const what = action === undefined || action.tag === 'done' ? 'done' : `requeue ${action.val}`;
