@@ -23,7 +23,7 @@
 //!   when the object is being deleted, and do nothing for an object that is
 //!   gone or done;
 //! - a cleanup that asks for a requeue keeps the finalizer (no removal is
-//!   sent) and its requeue is the answer;
+//!   sent) and its requeue is the answer; one that fails keeps it too;
 //! - under dry run the helpers send the writes a live run would: the add and
 //!   then `apply` in the same reconcile, and `cleanup` for an object being
 //!   deleted that never got the finalizer (with no removal).
@@ -615,6 +615,23 @@ fn a_cleanup_that_asks_for_a_requeue_keeps_the_finalizer() {
                 "{name} dry_run={dry_run}: no removal"
             );
         }
+    }
+}
+
+#[test]
+fn a_cleanup_that_fails_keeps_the_finalizer() {
+    let cache = finalizer_cache();
+    for name in FINALIZER_PROBES {
+        let ops = json!([finalizer_op("dying", json!({"cleanup_fails": true}))]);
+        let mut g = probe(name, ops, cache.clone());
+        let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
+        assert_eq!(out[0]["ok"], false, "{name}: {}", out[0]);
+        assert!(
+            out[0]["message"].as_str().unwrap().contains("cleanup failed"),
+            "{name}: {}",
+            out[0]
+        );
+        assert_eq!(g.kube_calls(), &[], "{name}: no removal");
     }
 }
 

@@ -123,6 +123,8 @@ def run(op: Dict[str, Any], event: wi.Event) -> Dict[str, Any]:
 
         def cleanup(_: wi.KubeObject) -> Optional[wi.Action]:
             steps.append("cleanup")
+            if op.get("cleanup_fails"):
+                raise wi.Retry("cleanup failed")
             ms = op.get("cleanup_requeue_ms")
             return None if ms is None else wi.Action.requeue(ms / 1000)
 

@@ -15,7 +15,8 @@
 //! the answer unread (nothing copied into the plugin's memory). `finalizer`
 //! (with `key`, `finalizer` and optionally `cleanup_requeue_ms`) runs the
 //! SDK's finalizer helper for that object: `Apply` requeues after 1000 ms,
-//! `Cleanup` is done, or requeues after `cleanup_requeue_ms`; its outcome is
+//! `Cleanup` is done, or requeues after `cleanup_requeue_ms`, or fails when
+//! `cleanup_fails`; its outcome is
 //! `{"ok": true, "step": "none|apply|cleanup", "action": "done|requeue MS"}`
 //! (the op schema of plugins/testing/js-probe).
 //!
@@ -98,6 +99,9 @@ struct Op {
     /// when given, else done.
     #[serde(default)]
     cleanup_requeue_ms: Option<u64>,
+    /// `Cleanup` fails (a retry) under `finalizer`.
+    #[serde(default)]
+    cleanup_fails: bool,
 }
 
 #[derive(Deserialize)]
@@ -224,6 +228,9 @@ fn run_finalizer(op: &Op) -> Value {
         }
         Step::Cleanup(_) => {
             step = "cleanup";
+            if op.cleanup_fails {
+                return Err(ReconcileError::retry("cleanup failed"));
+            }
             Ok(match op.cleanup_requeue_ms {
                 Some(ms) => Action::requeue(Duration::from_millis(ms)),
                 None => Action::done(),
@@ -239,7 +246,7 @@ fn run_finalizer(op: &Op) -> Value {
             json!({ "ok": true, "step": step, "action": action })
         }
         Err(ReconcileError::Retry(m) | ReconcileError::Terminal(m)) => {
-            json!({ "ok": false, "error": "reconcile", "message": m })
+            json!({ "ok": false, "error": "reconcile", "step": step, "message": m })
         }
     }
 }
