@@ -474,11 +474,7 @@ fn finalizer_op(name: &str, extra: Value) -> Value {
 
 /// Runs `ops` through a fresh probe over `finalizer_cache()` and returns each
 /// op's (step, action) and every patch sent, as `[name, body]`.
-fn run_finalizer(
-    name: &str,
-    ops: &[Value],
-    dry_run: bool,
-) -> (Vec<(String, String)>, Vec<Value>) {
+fn run_finalizer(name: &str, ops: &[Value], dry_run: bool) -> (Vec<(String, String)>, Vec<Value>) {
     let cache = finalizer_cache();
     let mut g = probe(name, json!(ops), cache.clone());
     g.store.data_mut().dry_run = dry_run;
@@ -563,7 +559,11 @@ fn finalizer_helpers_add_run_and_remove_their_finalizer() {
         );
         // The object went away before the finalizer's removal: still done.
         let cache = finalizer_cache();
-        let mut g = probe(name, json!([finalizer_op("dying", json!({}))]), cache.clone());
+        let mut g = probe(
+            name,
+            json!([finalizer_op("dying", json!({}))]),
+            cache.clone(),
+        );
         g.answer_kube(Err(ApiError::NotFound("gone".into())));
         let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
         assert_eq!(
@@ -627,7 +627,10 @@ fn a_cleanup_that_fails_keeps_the_finalizer() {
         let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
         assert_eq!(out[0]["ok"], false, "{name}: {}", out[0]);
         assert!(
-            out[0]["message"].as_str().unwrap().contains("cleanup failed"),
+            out[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cleanup failed"),
             "{name}: {}",
             out[0]
         );
