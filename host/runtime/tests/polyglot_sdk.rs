@@ -16,10 +16,17 @@
 //! - an object (or an event) kept past its call is a clear error in JS and
 //!   Python, raised before the SDK touches the stale reference (which would
 //!   trap the instance);
-//! - the JS and Python finalizer helpers add their finalizer with a JSON
-//!   patch that tests the resourceVersion, run `apply` while it is there,
-//!   run `cleanup` and remove it (testing its position) when the object is
-//!   being deleted, and do nothing for an object that is gone or done.
+//! - the finalizer helpers of the JS, Python and Rust SDKs (the Rust one
+//!   through plugins/testing/api-probe) add their finalizer with a JSON patch
+//!   that tests the uid and the resourceVersion, run `apply` while it is
+//!   there, run `cleanup` and remove it (testing the uid and its position)
+//!   when the object is being deleted, and do nothing for an object that is
+//!   gone or done;
+//! - a cleanup that asks for a requeue keeps the finalizer (no removal is
+//!   sent) and its requeue is the answer; one that fails keeps it too;
+//! - under dry run the helpers send the writes a live run would: the add and
+//!   then `apply` in the same reconcile, and `cleanup` for an object being
+//!   deleted that never got the finalizer (with no removal).
 
 mod polyglot_support;
 
@@ -440,82 +447,229 @@ fn with_meta(name: &str, finalizers: &[&str], deleting: bool) -> Cached {
     cached(PODS, &v)
 }
 
-#[test]
-fn finalizer_helpers_add_run_and_remove_their_finalizer() {
-    const F: &str = "example.com/cleanup";
-    let cache = vec![
+/// The probes whose SDK has a finalizer helper (api-probe is the Rust SDK's).
+const FINALIZER_PROBES: [&str; 3] = ["js-probe", "py-probe", "api-probe"];
+const F: &str = "example.com/cleanup";
+
+/// The objects of the finalizer tests, in every state the helper tells apart.
+fn finalizer_cache() -> Vec<Cached> {
+    vec![
         with_meta("fresh", &[], false),
         with_meta("other", &["x"], false),
         with_meta("live", &["x", F], false),
         with_meta("dying", &["x", F], true),
         with_meta("done", &["x"], true),
-    ];
-    let op = |name: &str| {
-        json!({"call": "finalizer", "resource": PODS, "namespace": "shop", "name": name,
-               "key": format!("shop/{name}"), "finalizer": F})
-    };
-    let ops = json!(["fresh", "other", "live", "dying", "done", "gone"]
+    ]
+}
+
+/// A `finalizer` op for the pod `name`, with `extra` fields.
+fn finalizer_op(name: &str, extra: Value) -> Value {
+    let mut op = json!({"call": "finalizer", "resource": PODS, "namespace": "shop", "name": name,
+                        "key": format!("shop/{name}"), "finalizer": F});
+    if let Value::Object(m) = extra {
+        op.as_object_mut().unwrap().extend(m);
+    }
+    op
+}
+
+/// Runs `ops` through a fresh probe over `finalizer_cache()` and returns each
+/// op's (step, action) and every patch sent, as `[name, body]`.
+fn run_finalizer(name: &str, ops: &[Value], dry_run: bool) -> (Vec<(String, String)>, Vec<Value>) {
+    let cache = finalizer_cache();
+    let mut g = probe(name, json!(ops), cache.clone());
+    g.store.data_mut().dry_run = dry_run;
+    let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
+    let steps = out
         .iter()
-        .map(|n| op(n))
-        .collect::<Vec<_>>());
-    for name in ["js-probe", "py-probe"] {
-        let mut g = probe(name, ops.clone(), cache.clone());
-        let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
-        let steps: Vec<(String, String)> = out
-            .iter()
-            .map(|o| {
-                assert_eq!(o["ok"], true, "{name}: {o}");
-                (
-                    o["step"].as_str().unwrap().into(),
-                    o["action"].as_str().unwrap().into(),
-                )
-            })
-            .collect();
-        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        .map(|o| {
+            assert_eq!(o["ok"], true, "{name}: {o}");
+            (
+                o["step"].as_str().unwrap().into(),
+                o["action"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let patches = g
+        .kube_calls()
+        .iter()
+        .map(|c| {
+            assert_eq!(
+                (c.verb.as_str(), c.patch.as_deref()),
+                ("patch", Some("json")),
+                "{name}"
+            );
+            json!([c.name, c.body])
+        })
+        .collect();
+    (steps, patches)
+}
+
+fn step(a: &str, b: &str) -> (String, String) {
+    (a.to_string(), b.to_string())
+}
+
+/// The add patch the helpers send for the pod `name` (uid `uid-NAME`,
+/// resourceVersion 5) that has no finalizer (`first`) or others.
+fn add_patch(name: &str, first: bool) -> Value {
+    let add = if first {
+        json!({"op": "add", "path": "/metadata/finalizers", "value": [F]})
+    } else {
+        json!({"op": "add", "path": "/metadata/finalizers/-", "value": F})
+    };
+    json!([name, [{"op": "test", "path": "/metadata/uid", "value": format!("uid-{name}")},
+                  {"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
+                  add]])
+}
+
+/// The removal patch for the pod `name` whose finalizer is at `at`.
+fn remove_patch(name: &str, at: usize) -> Value {
+    json!([name, [{"op": "test", "path": "/metadata/uid", "value": format!("uid-{name}")},
+                  {"op": "test", "path": format!("/metadata/finalizers/{at}"), "value": F},
+                  {"op": "remove", "path": format!("/metadata/finalizers/{at}")}]])
+}
+
+#[test]
+fn finalizer_helpers_add_run_and_remove_their_finalizer() {
+    let ops: Vec<Value> = ["fresh", "other", "live", "dying", "done", "gone"]
+        .iter()
+        .map(|n| finalizer_op(n, json!({})))
+        .collect();
+    for name in FINALIZER_PROBES {
+        let (steps, patches) = run_finalizer(name, &ops, false);
         assert_eq!(
             steps,
             vec![
-                s("none", "done"),
-                s("none", "done"),
-                s("apply", "requeue 1000"),
-                s("cleanup", "done"),
-                s("none", "done"),
-                s("none", "done"),
+                step("none", "done"),
+                step("none", "done"),
+                step("apply", "requeue 1000"),
+                step("cleanup", "done"),
+                step("none", "done"),
+                step("none", "done"),
             ],
             "{name}"
         );
-        let patches: Vec<Value> = g
-            .kube_calls()
-            .iter()
-            .map(|c| {
-                assert_eq!(
-                    (c.verb.as_str(), c.patch.as_deref()),
-                    ("patch", Some("json")),
-                    "{name}"
-                );
-                json!([c.name, c.body])
-            })
-            .collect();
         assert_eq!(
             patches,
             vec![
-                json!(["fresh", [{"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
-                                 {"op": "add", "path": "/metadata/finalizers", "value": [F]}]]),
-                json!(["other", [{"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
-                                 {"op": "add", "path": "/metadata/finalizers/-", "value": F}]]),
-                json!(["dying", [{"op": "test", "path": "/metadata/finalizers/1", "value": F},
-                                 {"op": "remove", "path": "/metadata/finalizers/1"}]]),
+                add_patch("fresh", true),
+                add_patch("other", false),
+                remove_patch("dying", 1)
             ],
             "{name}"
         );
         // The object went away before the finalizer's removal: still done.
-        let mut g = probe(name, json!([op("dying")]), cache.clone());
+        let cache = finalizer_cache();
+        let mut g = probe(
+            name,
+            json!([finalizer_op("dying", json!({}))]),
+            cache.clone(),
+        );
         g.answer_kube(Err(ApiError::NotFound("gone".into())));
         let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
         assert_eq!(
             (out[0]["ok"].clone(), out[0]["step"].clone()),
             (json!(true), json!("cleanup")),
             "{name}"
+        );
+    }
+}
+
+#[test]
+fn finalizer_patches_test_the_uid_so_a_recreated_object_keeps_its_finalizer() {
+    // Every patch a helper sends starts with a test of the uid of the object
+    // it read, whatever the state (live or dry run).
+    let ops: Vec<Value> = ["fresh", "other", "dying"]
+        .iter()
+        .map(|n| finalizer_op(n, json!({})))
+        .collect();
+    for name in FINALIZER_PROBES {
+        for dry_run in [false, true] {
+            let (_, patches) = run_finalizer(name, &ops, dry_run);
+            assert_eq!(patches.len(), 3, "{name} dry_run={dry_run}: {patches:?}");
+            for p in &patches {
+                let object = p[0].as_str().unwrap();
+                assert_eq!(
+                    p[1][0],
+                    json!({"op": "test", "path": "/metadata/uid", "value": format!("uid-{object}")}),
+                    "{name} dry_run={dry_run}: {p}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_cleanup_that_asks_for_a_requeue_keeps_the_finalizer() {
+    let ops = [finalizer_op("dying", json!({"cleanup_requeue_ms": 2000}))];
+    for name in FINALIZER_PROBES {
+        for dry_run in [false, true] {
+            let (steps, patches) = run_finalizer(name, &ops, dry_run);
+            assert_eq!(
+                steps,
+                vec![step("cleanup", "requeue 2000")],
+                "{name} dry_run={dry_run}"
+            );
+            assert_eq!(
+                patches,
+                Vec::<Value>::new(),
+                "{name} dry_run={dry_run}: no removal"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cleanup_that_fails_keeps_the_finalizer() {
+    let cache = finalizer_cache();
+    for name in FINALIZER_PROBES {
+        let ops = json!([finalizer_op("dying", json!({"cleanup_fails": true}))]);
+        let mut g = probe(name, ops, cache.clone());
+        let out = outcomes(&mut g, &event(EventKind::Added, &cache[0], false));
+        assert_eq!(out[0]["ok"], false, "{name}: {}", out[0]);
+        assert!(
+            out[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cleanup failed"),
+            "{name}: {}",
+            out[0]
+        );
+        assert_eq!(g.kube_calls(), &[], "{name}: no removal");
+    }
+}
+
+#[test]
+fn under_dry_run_the_finalizer_helpers_send_what_a_live_run_would() {
+    let ops: Vec<Value> = ["fresh", "other", "live", "dying", "done", "gone"]
+        .iter()
+        .map(|n| finalizer_op(n, json!({})))
+        .collect();
+    for name in FINALIZER_PROBES {
+        let (steps, patches) = run_finalizer(name, &ops, true);
+        assert_eq!(
+            steps,
+            vec![
+                // The add does not persist: apply at once, as the next
+                // reconcile of a live run would.
+                step("apply", "requeue 1000"),
+                step("apply", "requeue 1000"),
+                step("apply", "requeue 1000"),
+                step("cleanup", "done"),
+                // Being deleted without the finalizer, which a live run
+                // would have added: clean up.
+                step("cleanup", "done"),
+                step("none", "done"),
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            patches,
+            vec![
+                add_patch("fresh", true),
+                add_patch("other", false),
+                remove_patch("dying", 1)
+            ],
+            "{name}: no removal for an object that lacks the finalizer"
         );
     }
 }

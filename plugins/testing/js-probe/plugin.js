@@ -13,8 +13,10 @@
 //   dry-run
 //   use-after            keeps the event's object for the next event's `use-after`
 //   use-event-after      keeps the event itself, and reads its object in the next event
-//   finalizer            {resource, namespace, name, key, finalizer}: runs the SDK's
-//                        finalizer helper; `apply` requeues after 1000 ms, `cleanup` is done
+//   finalizer            {resource, namespace, name, key, finalizer, cleanup_requeue_ms,
+//                        cleanup_fails}: runs the SDK's finalizer helper; `apply` requeues
+//                        after 1000 ms, `cleanup` is done, or requeues after
+//                        `cleanup_requeue_ms` when given, or fails when `cleanup_fails`
 // and its outcome is {"ok": true, ...} or {"ok": false, "error": KIND, "message": M}.
 //
 // Invariant: `on-event` always returns `err([<outcome>, ...])`.
@@ -27,6 +29,7 @@ import {
   ApiError,
   CacheError,
   Action,
+  ReconcileError,
   Request,
   finalizer,
 } from '../../../sdk/js/src/informer.js';
@@ -124,6 +127,8 @@ function run(op, event) {
         },
         cleanup() {
           step = 'cleanup';
+          if (op.cleanup_fails) throw ReconcileError.retry('cleanup failed');
+          if (op.cleanup_requeue_ms != null) return Action.requeueAfter(op.cleanup_requeue_ms);
         },
       });
       const what = action === undefined || action.tag === 'done' ? 'done' : `requeue ${action.val}`;

@@ -123,7 +123,10 @@ def run(op: Dict[str, Any], event: wi.Event) -> Dict[str, Any]:
 
         def cleanup(_: wi.KubeObject) -> Optional[wi.Action]:
             steps.append("cleanup")
-            return None
+            if op.get("cleanup_fails"):
+                raise wi.Retry("cleanup failed")
+            ms = op.get("cleanup_requeue_ms")
+            return None if ms is None else wi.Action.requeue(ms / 1000)
 
         action = wi.finalizer(request, op["finalizer"], apply=apply, cleanup=cleanup)
         done = action is None or action.requeue_after is None

@@ -746,12 +746,30 @@ export function defineController(controller) {
  * Runs a reconcile under the finalizer `name` (for example
  * `example.com/cleanup`), as kube-runtime's `finalizer` does:
  * - the object is gone: nothing to do (the finalizer made sure cleanup ran);
- * - no finalizer yet and not being deleted: adds it (a JSON patch that tests
- *   the resourceVersion) and returns; the change queues the key again;
- * - being deleted with the finalizer: `cleanup(object)`, then removes the
- *   finalizer so the deletion completes (a failed cleanup keeps it);
+ * - no finalizer yet and not being deleted: adds it and returns; the change
+ *   queues the key again;
+ * - being deleted with the finalizer: `cleanup(object)`; when it returns done
+ *   (`Action.done()` or nothing), removes the finalizer so the deletion
+ *   completes; when it returns `Action.requeueAfter(ms)` (cleanup still under
+ *   way) or throws, keeps the finalizer (and returns the requeue, or throws);
+ * - being deleted without the finalizer: nothing to do;
  * - otherwise: `apply(object)`.
  * Returns what `apply`/`cleanup` return (an Action, or nothing for done).
+ *
+ * Both patches are JSON patches that test `/metadata/uid`, so they never touch
+ * another object re-created under the same name; the add also tests the
+ * resourceVersion (a stale view gets a conflict), the removal tests the
+ * finalizer's position.
+ *
+ * Under dry run (`kube.dryRun()`) no patch persists, so the helper does in one
+ * reconcile what a live run spreads over several, and a dry run shows the
+ * writes a live run would make: after the (dry-run) add it calls `apply` at
+ * once; an object being deleted without the finalizer gets `cleanup`, as it
+ * would have had the finalizer in a live run, and no removal (there is nothing
+ * to remove). A cleanup with effects outside the cluster checks `kube.dryRun()`
+ * itself. An object deleted while no other finalizer held it is gone at once,
+ * so a dry run cannot show its cleanup.
+ *
  * Needs `patch` on the resource in the manifest's `[[write]]` grants.
  */
 export function finalizer(request, name, { apply, cleanup }) {
@@ -760,6 +778,7 @@ export function finalizer(request, name, { apply, cleanup }) {
   const meta = object.meta;
   const at = meta.finalizers.indexOf(name);
   const deleting = meta.deletionTimestamp !== undefined;
+  const uid = { op: 'test', path: '/metadata/uid', value: meta.uid };
   if (!deleting && at < 0) {
     const add = meta.finalizers.length
       ? { op: 'add', path: '/metadata/finalizers/-', value: name }
@@ -768,19 +787,27 @@ export function finalizer(request, name, { apply, cleanup }) {
       request.resource,
       request.namespace,
       request.name,
-      Patch.json([{ op: 'test', path: '/metadata/resourceVersion', value: meta.resourceVersion }, add]),
+      Patch.json([uid, { op: 'test', path: '/metadata/resourceVersion', value: meta.resourceVersion }, add]),
     );
+    // A dry-run add does not persist: no change queues the key again.
+    if (kube.dryRun()) return apply(object);
     return Action.done();
   }
   if (!deleting) return apply(object);
-  if (at < 0) return Action.done();
-  const action = cleanup(object);
+  if (at < 0) {
+    // Under dry run the finalizer was never added: a live run would clean up now.
+    return kube.dryRun() ? cleanup(object) : Action.done();
+  }
+  const action = actionOf(cleanup(object));
+  // Cleanup still under way: the finalizer holds the delete.
+  if (action.tag !== 'done') return action;
   try {
     kube.patch(
       request.resource,
       request.namespace,
       request.name,
       Patch.json([
+        uid,
         { op: 'test', path: `/metadata/finalizers/${at}`, value: name },
         { op: 'remove', path: `/metadata/finalizers/${at}` },
       ]),

@@ -259,7 +259,12 @@ export function defineController(controller: Controller): {
   reconcile(request: WitRequest): WitAction;
 };
 
-/** Runs `apply` or `cleanup` under the finalizer `name`, adding and removing it as needed. */
+/**
+ * Runs `apply` or `cleanup` under the finalizer `name`, adding and removing it as needed: the
+ * finalizer is removed only when `cleanup` returns done (a requeue keeps it); under dry run
+ * `apply` follows the add at once, and an object being deleted without the finalizer gets
+ * `cleanup` (see `finalizer` in informer.js).
+ */
 export function finalizer(
   request: Request,
   name: string,

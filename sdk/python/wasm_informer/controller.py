@@ -153,12 +153,28 @@ def finalizer(request: Request, name: str, apply: Callable[[KubeObject], Optiona
     ``example.com/cleanup``), as kube-runtime's ``finalizer`` does:
 
     - the object is gone: nothing to do (the finalizer made sure cleanup ran);
-    - no finalizer yet and not being deleted: adds it (a JSON patch that tests
-      the resourceVersion, so a stale view gets a conflict) and returns; the
-      change queues the key again;
-    - being deleted with the finalizer: ``cleanup(obj)``, then removes the
-      finalizer so the deletion completes (a failed cleanup keeps it);
+    - no finalizer yet and not being deleted: adds it and returns; the change
+      queues the key again;
+    - being deleted with the finalizer: ``cleanup(obj)``; when it returns done
+      (``Action.done()`` or None), removes the finalizer so the deletion
+      completes; when it returns ``Action.requeue(...)`` (cleanup still under
+      way) or raises, keeps the finalizer (and returns the requeue, or raises);
+    - being deleted without the finalizer: nothing to do;
     - otherwise: ``apply(obj)``.
+
+    Both patches are JSON patches that test ``/metadata/uid``, so they never
+    touch another object re-created under the same name; the add also tests
+    the resourceVersion (a stale view gets a conflict), the removal tests the
+    finalizer's position.
+
+    Under dry run (``kube.dry_run()``) no patch persists, so the helper does in
+    one reconcile what a live run spreads over several, and a dry run shows
+    the writes a live run would make: after the (dry-run) add it calls
+    ``apply`` at once; an object being deleted without the finalizer gets
+    ``cleanup``, as it would have had the finalizer in a live run, and no
+    removal (there is nothing to remove). A cleanup with effects outside the
+    cluster checks ``kube.dry_run()`` itself. An object deleted while no other
+    finalizer held it is gone at once, so a dry run cannot show its cleanup.
 
     Needs ``patch`` on the resource in the manifest's ``[[write]]`` grants.
     """
@@ -168,21 +184,33 @@ def finalizer(request: Request, name: str, apply: Callable[[KubeObject], Optiona
     meta = obj.meta
     deleting = meta.deletion_timestamp is not None
     at = meta.finalizers.index(name) if name in meta.finalizers else -1
+    uid = {"op": "test", "path": "/metadata/uid", "value": meta.uid}
     if not deleting and at < 0:
         add = ({"op": "add", "path": "/metadata/finalizers/-", "value": name} if meta.finalizers
                else {"op": "add", "path": "/metadata/finalizers", "value": [name]})
         kube.patch(request.resource, request.namespace, request.name, kube.Patch.json([
+            uid,
             {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
             add,
         ]))
+        if kube.dry_run():
+            # A dry-run add does not persist: no change queues the key again.
+            return apply(obj)
         return Action.done()
     if not deleting:
         return apply(obj)
     if at < 0:
-        return Action.done()
+        # Under dry run the finalizer was never added: a live run would clean up now.
+        return cleanup(obj) if kube.dry_run() else Action.done()
     action = cleanup(obj)
+    if action is not None and not isinstance(action, Action):
+        raise TypeError("cleanup must return an Action or None")
+    if action is not None and action.requeue_after is not None:
+        # Cleanup still under way: the finalizer holds the delete.
+        return action
     try:
         kube.patch(request.resource, request.namespace, request.name, kube.Patch.json([
+            uid,
             {"op": "test", "path": f"/metadata/finalizers/{at}", "value": name},
             {"op": "remove", "path": f"/metadata/finalizers/{at}"},
         ]))

@@ -4,7 +4,7 @@
 //! was told with what the server holds.
 //!
 //! An op: `{"call": "get|create|replace|patch|delete|get-status|
-//! replace-status|patch-status|event|dry-run", "resource", "namespace",
+//! replace-status|patch-status|event|dry-run|finalizer", "resource", "namespace",
 //! "name", "body", "patch": "merge|json|strategic-merge|apply", "force",
 //! "delete": {"uid", "resource_version", "propagation"}, "event": {"type",
 //! "reason", "action", "note", "regarding": {"api_version", "kind",
@@ -12,7 +12,13 @@
 //! object unless `regarding` names another. Every string is passed to the host
 //! exactly as given, so a case can try what a hostile plugin would; `repeat`
 //! makes the same call N times and reports the outcome of each; `unread` leaves
-//! the answer unread (nothing copied into the plugin's memory).
+//! the answer unread (nothing copied into the plugin's memory). `finalizer`
+//! (with `key`, `finalizer` and optionally `cleanup_requeue_ms`) runs the
+//! SDK's finalizer helper for that object: `Apply` requeues after 1000 ms,
+//! `Cleanup` is done, or requeues after `cleanup_requeue_ms`, or fails when
+//! `cleanup_fails`; its outcome is
+//! `{"ok": true, "step": "none|apply|cleanup", "action": "done|requeue MS"}`
+//! (the op schema of plugins/testing/js-probe).
 //!
 //! `[config] init_ops` lists ops made once in `init` (outcomes not returned).
 //!
@@ -22,10 +28,14 @@
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::time::Duration;
+
 use wasm_informer_sdk::events::{self, EventType};
+use wasm_informer_sdk::finalizer::{finalizer, Step};
 use wasm_informer_sdk::kube::{self, DeleteParams, Patch, Propagation};
 use wasm_informer_sdk::{
-    export_plugin, ApiError, Config, Event, Handler, Object, ObjectReference, Result,
+    export_plugin, Action, ApiError, Config, Event, Handler, Object, ObjectReference,
+    ReconcileError, Request, Result,
 };
 
 #[derive(Deserialize, Default)]
@@ -81,6 +91,19 @@ struct Op {
     /// stays in the host; nothing is copied into this plugin's memory).
     #[serde(default)]
     unread: bool,
+    /// The cache key, for `finalizer`.
+    #[serde(default)]
+    key: String,
+    /// The finalizer's name, for `finalizer`.
+    #[serde(default)]
+    finalizer: String,
+    /// What `Cleanup` answers under `finalizer`: a requeue after this many ms
+    /// when given, else done.
+    #[serde(default)]
+    cleanup_requeue_ms: Option<u64>,
+    /// `Cleanup` fails (a retry) under `finalizer`.
+    #[serde(default)]
+    cleanup_fails: bool,
 }
 
 #[derive(Deserialize)]
@@ -191,11 +214,51 @@ impl Probe {
                 .map(|()| None)
             }
             "dry-run" => return json!({ "ok": true, "dry_run": kube::dry_run() }),
+            "finalizer" => return run_finalizer(op),
             other => {
                 return json!({ "ok": false, "error": "sdk", "message": format!("unknown call {other}") })
             }
         };
         outcome(r, op.unread)
+    }
+}
+
+/// Runs the SDK's finalizer helper for the op's object.
+fn run_finalizer(op: &Op) -> Value {
+    let request = Request {
+        resource: op.resource.clone(),
+        namespace: op.namespace.clone(),
+        name: op.name.clone(),
+        key: op.key.clone(),
+    };
+    let mut step = "none";
+    let r = finalizer(&request, &op.finalizer, |s| match s {
+        Step::Apply(_) => {
+            step = "apply";
+            Ok(Action::requeue(Duration::from_millis(1000)))
+        }
+        Step::Cleanup(_) => {
+            step = "cleanup";
+            if op.cleanup_fails {
+                return Err(ReconcileError::retry("cleanup failed"));
+            }
+            Ok(match op.cleanup_requeue_ms {
+                Some(ms) => Action::requeue(Duration::from_millis(ms)),
+                None => Action::done(),
+            })
+        }
+    });
+    match r {
+        Ok(a) => {
+            let action = match a.requeue_after() {
+                None => "done".to_string(),
+                Some(d) => format!("requeue {}", d.as_millis()),
+            };
+            json!({ "ok": true, "step": step, "action": action })
+        }
+        Err(ReconcileError::Retry(m) | ReconcileError::Terminal(m)) => {
+            json!({ "ok": false, "error": "reconcile", "step": step, "message": m })
+        }
     }
 }
 
