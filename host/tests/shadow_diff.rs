@@ -1,0 +1,224 @@
+//! A shadow version beside its live plugin, in process, against the
+//! embedded simulator under churn: the live `label-enforcer` labels pods from
+//! their namespace's `team` annotation; its shadow, the same component, reads
+//! `team-next`, which agrees with `team` in every namespace but one.
+//!
+//! Oracles: the simulator's request log (which pods the live plugin wrote,
+//! and every shadow write carrying `dryRun=All`) and its store (the pods'
+//! labels), never the host's own account of what it sent.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use apisim::Subresource;
+use serde_json::json;
+use wasm_informer::config::{ConfigDir, HostSettings};
+use wasm_informer::host::{Host, HostOptions};
+use wasm_informer::shadow::Outcome;
+use wasm_informer::sim::{team_of, EmbeddedSim};
+
+const LIVE: &str = "label-enforcer";
+const SHADOW: &str = "label-enforcer-next";
+/// The namespace whose `team-next` differs from its `team`.
+const DIFFERENT: &str = "ns-1";
+
+fn manifest(name: &str, annotation: &str, extra: &str) -> String {
+    format!(
+        r#"name = "{name}"
+wasm = "../wasm/label-enforcer.wasm"
+resources = ["v1/pods"]
+read = ["v1/namespaces"]
+memory_mb = 32
+write_qps = 500
+write_burst = 1000
+{extra}
+[config]
+label = "team"
+annotation = "{annotation}"
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in_dry_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.join("wasm")).unwrap();
+    std::fs::copy(
+        plugin_artifacts::LABEL_ENFORCER,
+        dir.join("wasm/label-enforcer.wasm"),
+    )
+    .unwrap();
+    let host_toml = dir.join("host.toml");
+    std::fs::write(
+        &host_toml,
+        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 90\nnamespaces = 3\nchurn_per_second = 15\ndeployments = 0\n",
+    )
+    .unwrap();
+    let config = ConfigDir {
+        dir: dir.to_path_buf(),
+        host: HostSettings::load(&host_toml).unwrap(),
+    };
+    let mut sim = EmbeddedSim::start(
+        &config.host.sim,
+        "127.0.0.1:0".parse().unwrap(),
+        &dir.join("kc"),
+    )
+    .await
+    .unwrap();
+    let running = sim.running().unwrap();
+    // `team-next`: the same as `team`, but in one namespace.
+    let store = running.store().clone();
+    let nsr = store.rid("v1", "namespaces");
+    for i in 0..2 {
+        let ns = format!("ns-{i}");
+        let next = if ns == DIFFERENT {
+            "team-other".to_string()
+        } else {
+            team_of(i)
+        };
+        store
+            .update_with(nsr, "", &ns, Subresource::Main, |mut v| {
+                v["metadata"]["annotations"]["team-next"] = json!(next);
+                Ok(v)
+            })
+            .unwrap();
+    }
+    std::fs::write(
+        dir.join(format!("plugins/{LIVE}.toml")),
+        manifest(
+            LIVE,
+            "team",
+            "\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("plugins/{SHADOW}.toml")),
+        manifest(SHADOW, "team-next", &format!("shadow_of = \"{LIVE}\"\n")),
+    )
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    let events = host.reconcile().await;
+    assert!(
+        events.iter().all(|e| e.error.is_none()) && events.len() == 2,
+        "{events:?}"
+    );
+    // Churn for a while, then let the last pairs meet or expire.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    sim.stop_churn().await;
+    tokio::time::sleep(wasm_informer::shadow::DEFAULT_WINDOW + Duration::from_secs(3)).await;
+
+    let log = sim.running().unwrap().request_log().entries();
+    let writes_of = |name: &str| -> Vec<_> {
+        let manager = format!("wasm-informer/{name}");
+        log.iter()
+            .filter(|r| r.method == "PATCH" && r.param("fieldManager").as_deref() == Some(&manager))
+            .cloned()
+            .collect()
+    };
+    let shadow_writes = writes_of(SHADOW);
+    assert!(!shadow_writes.is_empty(), "the shadow wrote nothing");
+    for w in &shadow_writes {
+        assert_eq!(
+            w.param("dryRun").as_deref(),
+            Some("All"),
+            "a shadow write went without dryRun=All: {} {}?{}",
+            w.method,
+            w.path,
+            w.query
+        );
+    }
+    // The pods the live plugin wrote, by namespace, as the server saw them.
+    let pod_of = |path: &str| {
+        let parts: Vec<&str> = path.split('/').collect();
+        // /api/v1/namespaces/NS/pods/NAME
+        (parts[4].to_string(), parts[6].to_string())
+    };
+    let live_written: BTreeSet<(String, String)> =
+        writes_of(LIVE).iter().map(|w| pod_of(&w.path)).collect();
+    assert!(
+        live_written.iter().any(|(ns, _)| ns == DIFFERENT)
+            && live_written.iter().any(|(ns, _)| ns != DIFFERENT),
+        "the live plugin labelled pods in both kinds of namespace: {live_written:?}"
+    );
+
+    let reports = host.shadow_reports(true);
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let r = &reports[0];
+    assert_eq!((r.shadow.as_str(), r.live.as_str()), (SHADOW, LIVE));
+    let verdict_of = |ns: &str, name: &str| {
+        r.keys
+            .get(&format!("v1/pods {ns}/{name}"))
+            .map(|v| v.verdict)
+    };
+    let mut wrong = Vec::new();
+    for (ns, name) in &live_written {
+        let want = if ns == DIFFERENT {
+            Outcome::Differs
+        } else {
+            Outcome::Same
+        };
+        let got = verdict_of(ns, name);
+        if got != Some(want) {
+            wrong.push(format!("{ns}/{name}: {got:?}, want {want:?}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} objects have the wrong verdict: {:?}",
+        wrong.len(),
+        live_written.len(),
+        &wrong[..wrong.len().min(10)]
+    );
+    // Nothing outside the differing namespace differs.
+    let stray: Vec<&String> = r
+        .keys
+        .iter()
+        .filter(|(k, v)| v.verdict == Outcome::Differs && !k.contains(&format!(" {DIFFERENT}/")))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(stray.is_empty(), "differs outside {DIFFERENT}: {stray:?}");
+
+    // The server holds only the live version's labels.
+    let client = sim.client().await.unwrap();
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::all(client)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let mut labelled = 0;
+    for p in pods.items {
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let team = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("team"))
+            .cloned();
+        assert_ne!(
+            team.as_deref(),
+            Some("team-other"),
+            "a shadow write persisted: {:?}",
+            p.metadata.name
+        );
+        if ns == DIFFERENT && team.is_some() {
+            assert_eq!(team, Some(team_of(1)));
+            labelled += 1;
+        }
+    }
+    assert!(labelled > 0, "no pod of {DIFFERENT} carries the live label");
+    eprintln!(
+        "shadow: {} same, {} differs, {} only live, {} only shadow over {} objects; {} shadow writes, all dry runs",
+        r.counts.same,
+        r.counts.differs,
+        r.counts.only_live,
+        r.counts.only_shadow,
+        r.objects,
+        shadow_writes.len()
+    );
+    host.shutdown().await;
+    sim.shutdown().await;
+}
