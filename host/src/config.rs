@@ -1280,6 +1280,24 @@ impl PluginManifest {
                     ("write", raw.write.as_ref().map(|_| live.span())),
                     ("events", raw.events.as_ref().map(|e| e.span())),
                     ("dry_run", raw.dry_run.map(|_| live.span())),
+                    ("write_qps", raw.write_qps.as_ref().map(|v| v.span())),
+                    ("write_burst", raw.write_burst.as_ref().map(|v| v.span())),
+                    (
+                        "write_timeout_ms",
+                        raw.write_timeout_ms.as_ref().map(|v| v.span()),
+                    ),
+                    (
+                        "api_time_per_event_ms",
+                        raw.api_time_per_event_ms.as_ref().map(|v| v.span()),
+                    ),
+                    (
+                        "max_request_bytes",
+                        raw.max_request_bytes.as_ref().map(|v| v.span()),
+                    ),
+                    (
+                        "max_answer_bytes",
+                        raw.max_answer_bytes.as_ref().map(|v| v.span()),
+                    ),
                 ];
                 if let Some((key, span)) = own.iter().find_map(|(k, s)| s.clone().map(|s| (*k, s)))
                 {
@@ -1288,7 +1306,7 @@ impl PluginManifest {
                         span,
                         key,
                         format!(
-                            "a shadow writes only in dry run, under the grants of `{}`, and publishes no Events: remove `{key}`",
+                            "a shadow writes only in dry run, under the grants and API settings of `{}`, and publishes no Events: remove `{key}`",
                             live.get_ref()
                         ),
                     ));

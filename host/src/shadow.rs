@@ -543,12 +543,12 @@ pub fn line_diff(a: &str, b: &str) -> Vec<String> {
             out.push(format!(" {}", a[i]));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push(format!("+{}", b[j]));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1]) {
             out.push(format!("-{}", a[i]));
             i += 1;
+        } else {
+            out.push(format!("+{}", b[j]));
+            j += 1;
         }
     }
     out
@@ -631,6 +631,6 @@ mod tests {
     #[test]
     fn the_diff_marks_the_live_and_shadow_lines() {
         let d = line_diff("a\nb\nc", "a\nx\nc");
-        assert_eq!(d, vec![" a", "+x", "-b", " c"]);
+        assert_eq!(d, vec![" a", "-b", "+x", " c"]);
     }
 }

@@ -247,3 +247,26 @@ fn config_dir_without_host_toml_uses_defaults() {
         "/nonexistent/config: config directory not found"
     );
 }
+
+#[test]
+fn a_shadow_may_not_bring_grants_of_its_own_nor_shadow_itself() {
+    let msg = manifest_error(&format!("{GOOD}shadow_of = \"live\"\nwrite_qps = 50\n"));
+    assert!(
+        msg.starts_with("plugins/bad.toml:5:13: key `write_qps`: a shadow writes only in dry run, under the grants and API settings of `live`"),
+        "{msg}"
+    );
+    let msg = manifest_error(&format!(
+        "{GOOD}shadow_of = \"live\"\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n"
+    ));
+    assert!(
+        msg.contains("key `write`: a shadow writes only in dry run"),
+        "{msg}"
+    );
+    let msg = manifest_error(&format!("{GOOD}shadow_of = \"good\"\n"));
+    assert!(
+        msg.contains("key `shadow_of`: names this plugin itself"),
+        "{msg}"
+    );
+    let msg = manifest_error(&format!("{GOOD}shadow_of = \"Not_A Name\"\n"));
+    assert!(msg.contains("key `shadow_of`"), "{msg}");
+}

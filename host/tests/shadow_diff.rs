@@ -29,8 +29,6 @@ wasm = "../wasm/label-enforcer.wasm"
 resources = ["v1/pods"]
 read = ["v1/namespaces"]
 memory_mb = 32
-write_qps = 500
-write_burst = 1000
 {extra}
 [config]
 label = "team"
@@ -90,7 +88,7 @@ async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in
         manifest(
             LIVE,
             "team",
-            "\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
+            "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
         ),
     )
     .unwrap();
@@ -219,6 +217,89 @@ async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in
         r.objects,
         shadow_writes.len()
     );
+    host.shutdown().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_without_its_live_plugin_or_with_another_subscription_is_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.join("wasm")).unwrap();
+    std::fs::copy(
+        plugin_artifacts::LABEL_ENFORCER,
+        dir.join("wasm/label-enforcer.wasm"),
+    )
+    .unwrap();
+    let host_toml = dir.join("host.toml");
+    std::fs::write(
+        &host_toml,
+        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 10\nnamespaces = 2\nchurn_per_second = 0\ndeployments = 0\n",
+    )
+    .unwrap();
+    let config = ConfigDir {
+        dir: dir.to_path_buf(),
+        host: HostSettings::load(&host_toml).unwrap(),
+    };
+    let sim = EmbeddedSim::start(
+        &config.host.sim,
+        "127.0.0.1:0".parse().unwrap(),
+        &dir.join("kc"),
+    )
+    .await
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("plugins/{SHADOW}.toml")),
+        manifest(SHADOW, "team-next", &format!("shadow_of = \"{LIVE}\"\n")),
+    )
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    let events = host.reconcile().await;
+    let e = events
+        .iter()
+        .find(|e| e.action == "rejected")
+        .expect("rejected");
+    let why = e.error.clone().unwrap_or_default();
+    assert!(
+        why.contains("key `shadow_of`: no plugin `label-enforcer` is running"),
+        "{why}"
+    );
+
+    // The live plugin, and a shadow that watches something else.
+    std::fs::write(
+        dir.join(format!("plugins/{LIVE}.toml")),
+        manifest(
+            LIVE,
+            "team",
+            "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("plugins/{SHADOW}.toml")),
+        manifest(
+            SHADOW,
+            "team-next",
+            &format!("shadow_of = \"{LIVE}\"\nnamespace = \"ns-0\"\n"),
+        ),
+    )
+    .unwrap();
+    let events = host.reconcile().await;
+    let why = events
+        .iter()
+        .find(|e| e.action == "rejected")
+        .and_then(|e| e.error.clone())
+        .unwrap_or_default();
+    assert!(
+        why.contains("its subscription differs: namespace Some(\"ns-0\") against None"),
+        "{events:?}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e.action == "added" && e.plugin.as_deref() == Some(LIVE)));
     host.shutdown().await;
     sim.shutdown().await;
 }

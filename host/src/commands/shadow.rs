@@ -179,9 +179,23 @@ pub fn promote(a: PromoteArgs) -> Result<String, Failure> {
     ))
 }
 
+/// The top-level keys of a manifest's API settings: a shadow runs under its
+/// live plugin's, whatever its own manifest says.
+const KUBE_KEYS: [&str; 8] = [
+    "events",
+    "dry_run",
+    "write_qps",
+    "write_burst",
+    "write_timeout_ms",
+    "api_time_per_event_ms",
+    "max_request_bytes",
+    "max_answer_bytes",
+];
+
 /// The shadow's manifest text as the live plugin's: `name` set to the live
 /// name, `shadow_of` gone, and the live manifest's `[[write]]` tables and
-/// top-level `events` and `dry_run` (the grants the shadow ran under) kept.
+/// top-level API settings ([`KUBE_KEYS`]: what the shadow ran under) in
+/// place of the shadow's own.
 fn promoted_text(shadow: &str, live_name: &str, live: &str) -> Result<String, String> {
     let mut out = Vec::new();
     let mut named = false;
@@ -192,7 +206,7 @@ fn promoted_text(shadow: &str, live_name: &str, live: &str) -> Result<String, St
             in_table = true;
         }
         let key = t.split('=').next().unwrap_or("").trim();
-        if !in_table && key == "shadow_of" {
+        if !in_table && (key == "shadow_of" || KUBE_KEYS.contains(&key)) {
             continue;
         }
         if !in_table && key == "name" {
@@ -218,7 +232,7 @@ fn promoted_text(shadow: &str, live_name: &str, live: &str) -> Result<String, St
         match section {
             None => {
                 let key = t.split('=').next().unwrap_or("").trim();
-                if key == "events" || key == "dry_run" {
+                if KUBE_KEYS.contains(&key) {
                     top.push(line.to_string());
                 }
             }
@@ -275,11 +289,11 @@ mod tests {
     #[test]
     fn the_promoted_text_is_the_shadows_under_the_live_name_with_the_live_grants() {
         let shadow = "name = \"enforcer-next\"\nshadow_of = \"enforcer\"\nwasm = \"next.wasm\"\nresources = [\"v1/pods\"]\n\n[config]\nlabel = \"team\"\n";
-        let live = "name = \"enforcer\"\nwasm = \"live.wasm\"\nresources = [\"v1/pods\"]\nevents = true\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n\n[config]\nlabel = \"old\"\n";
+        let live = "name = \"enforcer\"\nwasm = \"live.wasm\"\nresources = [\"v1/pods\"]\nevents = true\nwrite_qps = 50\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n\n[config]\nlabel = \"old\"\n";
         let p = promoted_text(shadow, "enforcer", live).unwrap();
         assert_eq!(
             p,
-            "name = \"enforcer\"\nwasm = \"next.wasm\"\nresources = [\"v1/pods\"]\n\nevents = true\n[config]\nlabel = \"team\"\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n\n"
+            "name = \"enforcer\"\nwasm = \"next.wasm\"\nresources = [\"v1/pods\"]\n\nevents = true\nwrite_qps = 50\n[config]\nlabel = \"team\"\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n\n"
         );
     }
 }
