@@ -59,6 +59,10 @@ pub enum Command {
     /// differ from its live plugin's, read from a running host;
     /// `promote NAME --config DIR` makes the shadow the live version.
     Shadow(crate::commands::shadow::ShadowArgs),
+    /// Records what the informers of a config directory's resources see (the
+    /// initial state and every event, compressed) into a file, for `test
+    /// --replay`; runs no plugin.
+    Record(RecordArgs),
 }
 
 /// Flags of `rbac`.
@@ -118,6 +122,58 @@ pub struct RunArgs {
     /// POD_NAME environment variable, else the host name and process id).
     #[arg(long, value_name = "NAME")]
     pub identity: Option<String>,
+    /// Record what the informers saw (the initial state and every event of
+    /// the resources the plugins watch or read) into FILE, for `test
+    /// --replay`.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Load no plugin (`record`): only the informers and the recording run.
+    #[arg(skip)]
+    pub no_plugins: bool,
+}
+
+/// Flags of `record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The config directory: its plugins' resources are recorded, and no
+    /// plugin runs.
+    #[arg(long, value_name = "DIR")]
+    pub config: PathBuf,
+    /// The recording (zstd-compressed JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Record from the embedded API simulator (seeded and churned) instead of
+    /// the cluster from the kubeconfig.
+    #[arg(long)]
+    pub sim: bool,
+    /// Kubeconfig context to use (ignored with --sim).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Stop after this many seconds (default: at SIGINT or SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Override host.toml's metrics_addr.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl From<RecordArgs> for RunArgs {
+    fn from(a: RecordArgs) -> Self {
+        RunArgs {
+            config: a.config,
+            sim: a.sim,
+            context: a.context,
+            duration: a.duration,
+            report: None,
+            metrics_addr: a.metrics_addr,
+            kubeconfig_out: None,
+            dry_run: false,
+            status: StatusMode::Never,
+            identity: None,
+            record: Some(a.out),
+            no_plugins: true,
+        }
+    }
 }
 
 /// When to draw the terminal status table.

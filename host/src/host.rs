@@ -465,13 +465,22 @@ impl Host {
         let (removes, loads): (Vec<_>, Vec<_>) = actions
             .into_iter()
             .partition(|a| matches!(a, ReloadAction::Remove { .. }));
-        // Shadows load after the live plugins they name.
+        // Shadows load after the live plugins they name; their comparison
+        // starts now, so that the live plugin's first writes (its replay,
+        // if it loads in this pass too) are compared.
         let (shadows, loads): (Vec<_>, Vec<_>) = loads.into_iter().partition(|a| match a {
             ReloadAction::Add { manifest, .. } | ReloadAction::Change { manifest, .. } => {
                 manifest.shadow_of.is_some()
             }
             _ => false,
         });
+        for a in &shadows {
+            if let ReloadAction::Add { manifest, .. } | ReloadAction::Change { manifest, .. } = a {
+                if let Some(live) = &manifest.shadow_of {
+                    self.shadow_book(&live.value).attach(&manifest.name);
+                }
+            }
+        }
         let components = PassComponents::default();
         let mut done = Vec::new();
         {
@@ -546,6 +555,9 @@ impl Host {
                     Err(msg) => {
                         state.lock().commit_rejected(&file, fingerprint);
                         tracing::error!(plugin = %name, "plugin not loaded: {msg}");
+                        if let Some(live) = &manifest.shadow_of {
+                            self.shadow_book(&live.value).detach(&name);
+                        }
                         self.rejected(&file, Some(&name), msg)
                     }
                 }

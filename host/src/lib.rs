@@ -16,6 +16,7 @@ pub mod host;
 pub mod controller;
 pub mod kube_api;
 pub mod reload;
+pub mod record;
 pub mod shadow;
 pub mod components;
 pub mod drain;

@@ -209,14 +209,32 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
             c.identity()
         );
     }
-    host.reconcile().await;
-    host.start_reload()
-        .map_err(|e| Failure::runtime(format!("cannot watch {}: {e}", config.dir.display())))?;
-    eprintln!(
-        "wasm-informer: running {} plugin(s): {}",
-        host.plugin_names().len(),
-        host.plugin_names().join(", ")
-    );
+    if !args.no_plugins {
+        host.reconcile().await;
+        host.start_reload()
+            .map_err(|e| Failure::runtime(format!("cannot watch {}: {e}", config.dir.display())))?;
+        eprintln!(
+            "wasm-informer: running {} plugin(s): {}",
+            host.plugin_names().len(),
+            host.plugin_names().join(", ")
+        );
+    }
+    let recorder = match &args.record {
+        Some(path) => {
+            let resources =
+                wasm_informer::record::config_resources(&config).map_err(Failure::config)?;
+            let r = wasm_informer::record::Recorder::start(host.registry(), &resources, path)
+                .await
+                .map_err(Failure::runtime)?;
+            eprintln!(
+                "wasm-informer: recording {} into {}",
+                resources.join(", "),
+                path.display()
+            );
+            Some(r)
+        }
+        None => None,
+    };
 
     // On a terminal: the live view (the log goes to a file meanwhile). With
     // `--status always` and no terminal: the plain table on stdout.
@@ -276,6 +294,24 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
             );
         }
         sim_counts = s.object_counts();
+    }
+    if let Some(r) = recorder {
+        let s = r.finish().await.map_err(Failure::runtime)?;
+        eprintln!(
+            "wasm-informer: recorded {} objects and {} events into {} ({} bytes{})",
+            s.initial,
+            s.events,
+            s.file.display(),
+            s.bytes,
+            if s.coalesced > 0 {
+                format!(
+                    "; {} events coalesced: the recorder fell behind",
+                    s.coalesced
+                )
+            } else {
+                String::new()
+            }
+        );
     }
     // Fence shut and delivery stopped first; the lease is given up only after
     // the plugins drained, so that no other replica acts while one still does.
@@ -437,6 +473,7 @@ fn main() -> ExitCode {
             Err(f) => Err(Failure::from(f)),
         },
         Command::Run(a) => runtime().and_then(|rt| rt.block_on(run(a))),
+        Command::Record(a) => runtime().and_then(|rt| rt.block_on(run(a.into()))),
         Command::Sim(a) => runtime().and_then(|rt| rt.block_on(sim(a))),
     };
     match result {

@@ -14,6 +14,7 @@ use apisim::Subresource;
 use serde_json::json;
 use wasm_informer::config::{ConfigDir, HostSettings};
 use wasm_informer::host::{Host, HostOptions};
+use wasm_informer::metrics::Observe;
 use wasm_informer::shadow::Outcome;
 use wasm_informer::sim::{team_of, EmbeddedSim};
 
@@ -302,4 +303,166 @@ async fn a_shadow_without_its_live_plugin_or_with_another_subscription_is_reject
         .any(|e| e.action == "added" && e.plugin.as_deref() == Some(LIVE)));
     host.shutdown().await;
     sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_recording_gives_the_verdicts_the_shadow_gave_on_the_same_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.join("wasm")).unwrap();
+    std::fs::copy(
+        plugin_artifacts::LABEL_ENFORCER,
+        dir.join("wasm/label-enforcer.wasm"),
+    )
+    .unwrap();
+    let host_toml = dir.join("host.toml");
+    std::fs::write(
+        &host_toml,
+        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 60\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 0\n",
+    )
+    .unwrap();
+    let config = ConfigDir {
+        dir: dir.to_path_buf(),
+        host: HostSettings::load(&host_toml).unwrap(),
+    };
+    let mut sim = EmbeddedSim::start(
+        &config.host.sim,
+        "127.0.0.1:0".parse().unwrap(),
+        &dir.join("kc"),
+    )
+    .await
+    .unwrap();
+    let store = sim.running().unwrap().store().clone();
+    let nsr = store.rid("v1", "namespaces");
+    for i in 0..2 {
+        let ns = format!("ns-{i}");
+        let next = if ns == DIFFERENT {
+            "team-other".to_string()
+        } else {
+            team_of(i)
+        };
+        store
+            .update_with(nsr, "", &ns, Subresource::Main, |mut v| {
+                v["metadata"]["annotations"]["team-next"] = json!(next);
+                Ok(v)
+            })
+            .unwrap();
+    }
+    let live_manifest = dir.join(format!("plugins/{LIVE}.toml"));
+    let shadow_manifest = dir.join(format!("plugins/{SHADOW}.toml"));
+    std::fs::write(
+        &live_manifest,
+        manifest(
+            LIVE,
+            "team",
+            "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &shadow_manifest,
+        manifest(SHADOW, "team-next", &format!("shadow_of = \"{LIVE}\"\n")),
+    )
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    // The recording starts before the plugins load, so that it holds their
+    // whole stream: the initial state they got and every event after it.
+    let file = dir.join("stream.rec");
+    let resources = vec!["v1/pods".to_string(), "v1/namespaces".to_string()];
+    let recorder = wasm_informer::record::Recorder::start(host.registry(), &resources, &file)
+        .await
+        .unwrap();
+    host.reconcile().await;
+    // Churn only once both versions have had their replay, so that the
+    // recording's initial state is the one each of them started from.
+    let replayed = |h: &Host| {
+        let r = h.report();
+        [LIVE, SHADOW]
+            .iter()
+            .all(|p| r.plugins.get(*p).is_some_and(|p| p.replayed >= 60))
+    };
+    let started = std::time::Instant::now();
+    while !replayed(&host) {
+        assert!(started.elapsed() < Duration::from_secs(120), "no replay");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let podr = store.rid("v1", "pods");
+    for i in 0..40 {
+        let ns = format!("ns-{}", i % 3);
+        let name = format!("churn-{i}");
+        store
+            .create(
+                podr,
+                Some(&ns),
+                json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+            )
+            .unwrap();
+        if i % 4 == 3 {
+            let gone = format!("churn-{}", i - 3);
+            let ns = format!("ns-{}", (i - 3) % 3);
+            store.delete(podr, &ns, &gone, None).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(wasm_informer::shadow::DEFAULT_WINDOW + Duration::from_secs(3)).await;
+    let live = host.shadow_reports(true).remove(0);
+    let summary = recorder.finish().await.unwrap();
+    assert_eq!(summary.coalesced, 0, "{summary:?}");
+    assert!(summary.events > 0, "{summary:?}");
+    host.shutdown().await;
+    sim.shutdown().await;
+
+    // Offline: both manifests over the recording.
+    let args = wasm_informer::commands::test::TestArgs {
+        manifest: live_manifest.clone(),
+        objects: None,
+        events: None,
+        expect: None,
+        cache_dir: Some(dir.join("cache")),
+        allow_invalid: true,
+        allow_unmatched: true,
+        allow_errors: true,
+        replay: Some(file.clone()),
+        against: Some(shadow_manifest.clone()),
+        grants_of: None,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let (replayed, _) = tokio::task::spawn_blocking(move || {
+        wasm_informer::commands::test::against(&args, &shadow_manifest, work.path())
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let verdicts =
+        |r: &wasm_informer::shadow::ShadowReport| -> std::collections::BTreeMap<String, Outcome> {
+            r.keys.iter().map(|(k, v)| (k.clone(), v.verdict)).collect()
+        };
+    let (l, o) = (verdicts(&live), verdicts(&replayed));
+    let only_live: Vec<_> = l.keys().filter(|k| !o.contains_key(*k)).collect();
+    let only_replay: Vec<_> = o.keys().filter(|k| !l.contains_key(*k)).collect();
+    let unlike: Vec<_> = l
+        .iter()
+        .filter(|(k, v)| o.get(*k).is_some_and(|w| w != *v))
+        .map(|(k, v)| format!("{k}: live {v:?}, replay {:?}", o[k]))
+        .collect();
+    eprintln!(
+        "recording: {} objects, {} events, {} bytes; live diff {:?} over {} objects, replayed diff {:?} over {} objects",
+        summary.initial,
+        summary.events,
+        summary.bytes,
+        live.counts,
+        live.objects,
+        replayed.counts,
+        replayed.objects
+    );
+    assert!(
+        only_live.is_empty() && only_replay.is_empty() && unlike.is_empty(),
+        "the replayed diff is not the live one: only live {only_live:?}, only replayed {only_replay:?}, unlike {unlike:?}"
+    );
+    assert!(l.values().any(|v| *v == Outcome::Differs) && l.values().any(|v| *v == Outcome::Same));
 }

@@ -42,7 +42,7 @@ use serde::Serialize;
 use serde_json::Value;
 use wasm_informer_runtime::capability::api::{ApiRequest, ClusterApi};
 use wasm_informer_runtime::capability::events::{EventRecorder, EventsState, EVENTS_RESOURCE};
-use wasm_informer_runtime::capability::kube::{Grants, KubeClient, KubeState};
+use wasm_informer_runtime::capability::kube::{Grants, KubeClient, KubeState, WriteIntents};
 use wasm_informer_runtime::host_state::Granted;
 use wasm_informer_runtime::log_sink::LogSink;
 use wasm_informer_runtime::{
@@ -67,8 +67,8 @@ pub struct TestArgs {
     pub manifest: PathBuf,
     /// The cache to start from: Kubernetes objects in YAML or JSON, as
     /// `kubectl get -o yaml` prints them (a List, or documents).
-    #[arg(long, value_name = "FILE")]
-    pub objects: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "replay")]
+    pub objects: Option<PathBuf>,
     /// Changes fed after the initial list, in order: watch events
     /// (`{type: ADDED|MODIFIED|DELETED, object}`) or bare objects.
     #[arg(long, value_name = "FILE")]
@@ -92,6 +92,21 @@ pub struct TestArgs {
     /// `--expect`, that fails the test).
     #[arg(long)]
     pub allow_errors: bool,
+    /// Run over a recording (`run --record`, `record`) instead of
+    /// `--objects` and `--events`: its initial state is the cache and the
+    /// simulator's objects, its events the changes. The output lists the
+    /// plugin's intended writes, normalised as shadow versions compare them.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["objects", "events"])]
+    pub replay: Option<PathBuf>,
+    /// With `--replay`: replay this second manifest too and print, per
+    /// object, where its intended writes differ from the first's (as
+    /// `shadow diff` prints a shadow's); exits 1 when some write differs.
+    #[arg(long, value_name = "MANIFEST", requires = "replay")]
+    pub against: Option<PathBuf>,
+    /// Run under the API grants of this manifest instead of the plugin's
+    /// own (the second of `--against` when it is a shadow, which has none).
+    #[arg(skip)]
+    pub grants_of: Option<PathBuf>,
 }
 
 /// What the plugin was told.
@@ -319,6 +334,10 @@ pub struct Output {
     /// Changes of the events file that reached no call into the plugin.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unmatched: Vec<String>,
+    /// With `--replay`: every write the plugin intended, in order, in the
+    /// normalised form shadow versions are compared in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub intents: Vec<crate::shadow::Intent>,
 }
 
 /// What `test` ends with: the output, and the exit code it calls for.
@@ -786,7 +805,11 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
 
     // The fixture, resolved against the simulator's kinds.
     let resolver = Resolver::new(api.registry());
-    let mut objects = resolver.objects(&args.objects).map_err(Failure::input)?;
+    let objects_file = args
+        .objects
+        .clone()
+        .ok_or_else(|| Failure::input("--objects FILE (or --replay FILE) is needed"))?;
+    let mut objects = resolver.objects(&objects_file).map_err(Failure::input)?;
     let changes = match &args.events {
         Some(p) => resolver.changes(p).map_err(Failure::input)?,
         None => Vec::new(),
@@ -842,7 +865,7 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     for o in &objects {
         let obj = cache
             .object(&o.value)
-            .map_err(|e| Failure::input(format!("{}: {}: {e}", args.objects.display(), o.key())))?;
+            .map_err(|e| Failure::input(format!("{}: {}: {e}", objects_file.display(), o.key())))?;
         cache
             .upsert(&o.resource, obj.clone())
             .map_err(Failure::input)?;
@@ -872,13 +895,22 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     let name: Arc<str> = manifest.name.as_str().into();
     let status = Arc::new(PluginStatus::new(&manifest.name));
     let cluster: Arc<dyn ClusterApi> = api.clone();
+    let intents = Arc::new(IntentLog::default());
+    let kube_settings = match &args.grants_of {
+        Some(p) => {
+            PluginManifest::load(p, &defaults)
+                .map_err(Failure::input)?
+                .kube
+        }
+        None => manifest.kube.clone(),
+    };
     let services = HostServices {
         dry_run: true,
-        ..HostServices::with_api(
-            cache.clone(),
-            cluster.clone(),
-            Grants::new(manifest.kube.clone()),
-        )
+        intents: args
+            .replay
+            .is_some()
+            .then(|| intents.clone() as Arc<dyn WriteIntents>),
+        ..HostServices::with_api(cache.clone(), cluster.clone(), Grants::new(kube_settings))
     };
     let kube = Arc::new(KubeClient::new(
         name.clone(),
@@ -1065,11 +1097,100 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
     } else {
         0
     };
+    output.intents = std::mem::take(&mut *intents.0.lock());
     Ok(Finished {
         output,
         differences,
         code,
     })
+}
+
+/// The writes a replayed plugin intended, in order.
+#[derive(Default)]
+struct IntentLog(parking_lot::Mutex<Vec<crate::shadow::Intent>>);
+
+impl WriteIntents for IntentLog {
+    fn intended(&self, request: &ApiRequest) {
+        if let Some(i) = crate::shadow::Intent::of(request) {
+            self.0.lock().push(i);
+        }
+    }
+}
+
+/// `--replay`: the recording as the objects and events files of a test, in
+/// `dir`; then the test itself.
+fn execute_replay(args: &TestArgs, dir: &Path) -> Result<Finished, Failure> {
+    let file = args.replay.as_ref().expect("only with --replay");
+    let recording = crate::record::Recording::read(file).map_err(Failure::input)?;
+    let (objects, events) = recording.fixture(dir).map_err(Failure::runtime)?;
+    let replayed = TestArgs {
+        objects: Some(objects),
+        events: Some(events),
+        manifest: args.manifest.clone(),
+        expect: args.expect.clone(),
+        cache_dir: args.cache_dir.clone(),
+        allow_invalid: args.allow_invalid,
+        allow_unmatched: true,
+        allow_errors: args.allow_errors,
+        replay: args.replay.clone(),
+        against: None,
+        grants_of: args.grants_of.clone(),
+    };
+    execute(&replayed)
+}
+
+/// `--replay` with `--against`: both manifests over the same recording, and
+/// their intended writes compared per object, in order, as a shadow's are.
+pub fn against(
+    args: &TestArgs,
+    other: &Path,
+    dir: &Path,
+) -> Result<(crate::shadow::ShadowReport, u8), Failure> {
+    let first = execute_replay(args, dir)?;
+    // A shadow's manifest has no grants of its own: it runs under the first's.
+    let shadow = PluginManifest::load(other, &Default::default())
+        .map(|m| m.shadow_of.is_some())
+        .unwrap_or(false);
+    let second_args = TestArgs {
+        manifest: other.to_path_buf(),
+        expect: None,
+        grants_of: shadow.then(|| args.manifest.clone()),
+        ..clone_args(args)
+    };
+    let second = execute_replay(&second_args, dir)?;
+    let window = std::time::Duration::from_secs(1);
+    let book = crate::shadow::ShadowBook::new(&first.output.plugin, window);
+    book.attach(&second.output.plugin);
+    let t0 = std::time::Instant::now();
+    for i in first.output.intents {
+        book.record(crate::shadow::Side::Live, i, t0);
+    }
+    for i in second.output.intents {
+        book.record(crate::shadow::Side::Shadow, i, t0);
+    }
+    let report = book
+        .report(true, t0 + 2 * window)
+        .expect("a shadow is attached");
+    let code = u8::from(report.counts.differs > 0)
+        .max(first.code)
+        .max(second.code);
+    Ok((report, code))
+}
+
+fn clone_args(a: &TestArgs) -> TestArgs {
+    TestArgs {
+        manifest: a.manifest.clone(),
+        objects: a.objects.clone(),
+        events: a.events.clone(),
+        expect: a.expect.clone(),
+        cache_dir: a.cache_dir.clone(),
+        allow_invalid: a.allow_invalid,
+        allow_unmatched: a.allow_unmatched,
+        allow_errors: a.allow_errors,
+        replay: a.replay.clone(),
+        against: a.against.clone(),
+        grants_of: a.grants_of.clone(),
+    }
 }
 
 /// Whether the simulator serves `resource` (a built-in kind, or a CRD of the
@@ -1146,7 +1267,18 @@ pub fn invalid_writes(output: &Output) -> Vec<String> {
 /// Runs `test`: prints the output on stdout and any difference from
 /// `--expect` on stderr. Returns the exit code.
 pub fn run(args: TestArgs) -> Result<u8, Failure> {
-    let f = execute(&args)?;
+    let tmp = tempfile::tempdir()
+        .map_err(|e| Failure::runtime(format!("cannot make a temporary directory: {e}")))?;
+    if let Some(other) = &args.against {
+        let (report, code) = against(&args, other, tmp.path())?;
+        print!("{}", super::shadow::render(&report, false));
+        return Ok(code);
+    }
+    let f = if args.replay.is_some() {
+        execute_replay(&args, tmp.path())?
+    } else {
+        execute(&args)?
+    };
     println!(
         "{}",
         serde_json::to_string_pretty(&f.output).expect("output serialises")
