@@ -9,6 +9,10 @@
 
 #![allow(dead_code)]
 
+pub mod history;
+pub mod proxy;
+pub mod ring_model;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -424,7 +428,20 @@ pub struct Replica {
 impl Replica {
     /// Starts a replica of config `dir` against `sim`, as `identity`.
     pub fn start(dir: &Path, sim: &Sim, identity: &str) -> Replica {
+        Replica::start_with(dir, &sim.kubeconfig, identity, &[])
+    }
+
+    /// Starts a replica of config `dir` against the API server of
+    /// `kubeconfig`, as `identity`, with `env` added.
+    pub fn start_with(
+        dir: &Path,
+        kubeconfig: &Path,
+        identity: &str,
+        env: &[(&str, &str)],
+    ) -> Replica {
         let started_micros = now_micros();
+        let mut all: Vec<(&str, &str)> = vec![("KUBECONFIG", kubeconfig.to_str().unwrap())];
+        all.extend_from_slice(env);
         let mut proc = HostProc::spawn_env(
             &[
                 "run",
@@ -437,7 +454,7 @@ impl Replica {
                 "--metrics-addr",
                 "127.0.0.1:0",
             ],
-            &[("KUBECONFIG", sim.kubeconfig.to_str().unwrap())],
+            &all,
         );
         let metrics = proc.metrics_addr();
         Replica {

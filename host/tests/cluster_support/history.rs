@@ -1,0 +1,471 @@
+//! The history checker: judges a cluster run from the server's side only.
+//!
+//! Input: the simulator's request log (`/_sim/requests`). Every request
+//! names its sender in its user agent (`wasm-informer/VERSION (IDENTITY)`),
+//! and every write the server applied carries the resourceVersion it was
+//! given. From the accepted writes of Leases (their bodies are what the
+//! server stored) the checker rebuilds the Lease history in resourceVersion
+//! order; nothing a replica reports about itself is read.
+//!
+//! The model of a tenure. A *claim* is a Lease version held by replica R
+//! that gives R a key: in leader mode the election Lease held by R gives it
+//! every key; in sharded mode R's own Lease gives it the keys its view
+//! annotation (`wasm-informer.dev/view`, virtual nodes in
+//! `wasm-informer.dev/virtual-nodes`) places on R, computed with the
+//! independent [`super::ring_model`]. A claim ends, in resourceVersion
+//! order, at the next write of that Lease (a renewal that still claims the
+//! key continues it), at its deletion, and no later than its expiry: for
+//! others it is live only while writes arrive within a lease duration of
+//! the claim's own arrival (peers time a lease from when they *saw* it, never
+//! before it arrived). R *acquires* a key within a claim at the first
+//! resourceVersion at which no other replica's claim on the key is live.
+//!
+//! Rules (each violation is one line):
+//! - every write of a key by R lies within a claim of R on that key, at or
+//!   after R's acquisition in it (leader: inside a leadership; sharded:
+//!   inside R's claimed arcs, once no one else held them);
+//! - no write of a key by R after another replica's acquisition of that key
+//!   that came after R's own (leader: after another's acquisition of the
+//!   Lease; sharded: of the arc holding the key);
+//! - no key written by two replicas in overlapping tenures (a tenure here:
+//!   from the acquisition to the replica's last write of the key in it);
+//! - no child created twice: two creates (201) of the same child name with no
+//!   delete of the child or of its owner between them, and no primary (by
+//!   uid) with two children alive at once.
+//!
+//! Invariant: the checker reads only the log it is given; its verdict
+//! depends on the server's order (resourceVersions) and, for expiries, on
+//! the server's arrival times.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::ring_model::RingModel;
+use super::Req;
+
+/// The annotation a ring member claims under.
+pub const VIEW_ANNOTATION: &str = "wasm-informer.dev/view";
+/// The virtual nodes per member of that claim.
+pub const VNODES_ANNOTATION: &str = "wasm-informer.dev/virtual-nodes";
+
+/// One stored version of a Lease (or its deletion).
+#[derive(Debug, Clone)]
+pub struct LeaseVersion {
+    pub rv: u64,
+    pub at_micros: u64,
+    pub holder: Option<String>,
+    /// The view annotation, parsed; `None` when absent.
+    pub view: Option<Vec<String>>,
+    pub vnodes: Option<u32>,
+    pub deleted: bool,
+}
+
+/// One accepted write that is not a Lease write.
+#[derive(Debug, Clone)]
+pub struct Write {
+    pub rv: u64,
+    pub at_micros: u64,
+    pub replica: Option<String>,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub body: String,
+}
+
+/// How the replicas share the work.
+pub enum Mode<'a> {
+    /// One election Lease of this name: its holder may write every key.
+    Leader { lease: &'a str },
+    /// A ring of member Leases (every Lease with a view annotation is
+    /// taken as a member); `key_of` gives the shard key a write touches
+    /// (`None`: not judged).
+    Sharded {
+        key_of: &'a dyn Fn(&Write) -> Option<String>,
+    },
+}
+
+/// Children the controller makes: one child per primary.
+pub struct Children<'a> {
+    /// The collection path of the children (`/api/v1/namespaces/ctl/services`).
+    pub collection: &'a str,
+    /// The collection path of the primaries.
+    pub primaries: &'a str,
+}
+
+/// What to check.
+pub struct Rules<'a> {
+    pub mode: Mode<'a>,
+    /// Which writes are judged by the tenure rules (e.g. a plugin's).
+    pub judged: &'a dyn Fn(&Write) -> bool,
+    pub children: Option<Children<'a>>,
+}
+
+/// Counts of a check, for the test's output.
+#[derive(Debug, Default, Clone)]
+pub struct Verdict {
+    pub violations: Vec<String>,
+    /// Judged writes.
+    pub writes: usize,
+    /// Claims of a key within which a replica acquired it (per key in
+    /// sharded mode, of the Lease in leader mode).
+    pub tenures: usize,
+    /// Acquisitions of a key by a replica other than its previous owner.
+    pub takeovers: usize,
+    /// Keys that changed owner at least once.
+    pub keys_moved: usize,
+    /// Child creates seen.
+    pub creates: usize,
+}
+
+/// The Lease history and the writes of a run.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Lease name to its versions, in resourceVersion order.
+    pub leases: BTreeMap<String, Vec<LeaseVersion>>,
+    /// Accepted writes other than of Leases, in resourceVersion order.
+    pub writes: Vec<Write>,
+    /// (resourceVersion, arrival) of every accepted write, sorted by arrival.
+    arrivals: Vec<(u64, u64)>,
+    lease_micros: u64,
+}
+
+fn parse_view(v: &str) -> Vec<String> {
+    let mut out: Vec<String> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// An interval of resourceVersions `[start, end)`.
+type Span = (u64, u64);
+
+/// One claim of one replica on one key.
+#[derive(Debug, Clone)]
+struct Claim {
+    replica: String,
+    start: u64,
+    /// Where the claim ends in resourceVersion order (next write, deletion).
+    end: u64,
+    /// The parts in which others must treat it as live.
+    live: Vec<Span>,
+}
+
+impl History {
+    /// The history of the Leases in namespace `lease_namespace` and of every
+    /// other write in `reqs`, with leases of `lease_ms`.
+    pub fn from_log(reqs: &[Req], lease_namespace: &str, lease_ms: u64) -> History {
+        let collection = format!("/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases");
+        let mut h = History {
+            lease_micros: lease_ms * 1000,
+            ..History::default()
+        };
+        for r in reqs {
+            if r.method == "GET" || !(200..300).contains(&r.status) {
+                continue;
+            }
+            let Some(rv) = r.written_rv else { continue };
+            h.arrivals.push((r.at_micros, rv));
+            let body: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+            let lease_name = if r.path == collection && r.method == "POST" {
+                body["metadata"]["name"].as_str().map(str::to_string)
+            } else {
+                r.path
+                    .strip_prefix(&format!("{collection}/"))
+                    .filter(|n| !n.contains('/'))
+                    .map(str::to_string)
+            };
+            if let Some(name) = lease_name {
+                let deleted = r.method == "DELETE";
+                let ann = &body["metadata"]["annotations"];
+                h.leases.entry(name).or_default().push(LeaseVersion {
+                    rv,
+                    at_micros: r.at_micros,
+                    holder: (!deleted)
+                        .then(|| body["spec"]["holderIdentity"].as_str())
+                        .flatten()
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string),
+                    view: ann[VIEW_ANNOTATION].as_str().map(parse_view),
+                    vnodes: ann[VNODES_ANNOTATION]
+                        .as_str()
+                        .and_then(|v| v.trim().parse().ok())
+                        .filter(|n| *n > 0),
+                    deleted,
+                });
+                continue;
+            }
+            h.writes.push(Write {
+                rv,
+                at_micros: r.at_micros,
+                replica: r.replica().map(str::to_string),
+                method: r.method.clone(),
+                path: r.path.clone(),
+                status: r.status,
+                body: r.body.clone(),
+            });
+        }
+        for v in h.leases.values_mut() {
+            v.sort_by_key(|l| l.rv);
+        }
+        h.writes.sort_by_key(|w| w.rv);
+        h.arrivals.sort();
+        h
+    }
+
+    /// The first resourceVersion no longer covered by a claim that arrived
+    /// at `at`: one past the largest resourceVersion of the writes that
+    /// arrived within a lease duration of it.
+    fn expiry(&self, at: u64) -> u64 {
+        let limit = at + self.lease_micros;
+        self.arrivals
+            .iter()
+            .take_while(|(t, _)| *t < limit)
+            .map(|(_, rv)| *rv)
+            .max()
+            .unwrap_or(0)
+            + 1
+    }
+
+    /// The claims on `key` of every replica: `gives(lease, version, key)`
+    /// says whether a version claims it for its holder.
+    fn claims(&self, key: &str, gives: &dyn Fn(&str, &LeaseVersion, &str) -> bool) -> Vec<Claim> {
+        let mut out = Vec::new();
+        for (name, versions) in &self.leases {
+            let mut open: Option<Claim> = None;
+            for (i, v) in versions.iter().enumerate() {
+                let holds = v
+                    .holder
+                    .as_ref()
+                    .filter(|_| !v.deleted && gives(name, v, key));
+                let end = versions.get(i + 1).map(|n| n.rv).unwrap_or(u64::MAX);
+                match (holds, open.as_mut()) {
+                    (Some(h), Some(c)) if c.replica == *h => {
+                        c.end = end;
+                        c.live.push((v.rv, self.expiry(v.at_micros).min(end)));
+                    }
+                    (holds, _) => {
+                        out.extend(open.take());
+                        if let Some(h) = holds {
+                            open = Some(Claim {
+                                replica: h.clone(),
+                                start: v.rv,
+                                end,
+                                live: vec![(v.rv, self.expiry(v.at_micros).min(end))],
+                            });
+                        }
+                    }
+                }
+            }
+            out.extend(open);
+        }
+        out
+    }
+
+    /// Checks `rules`; returns the violations and the counts.
+    pub fn check(&self, rules: &Rules) -> Verdict {
+        let mut verdict = Verdict::default();
+        // Judged writes, by key.
+        let mut by_key: BTreeMap<String, Vec<&Write>> = BTreeMap::new();
+        for w in self.writes.iter().filter(|w| (rules.judged)(w)) {
+            let key = match &rules.mode {
+                Mode::Leader { .. } => Some("*".to_string()),
+                Mode::Sharded { key_of } => key_of(w),
+            };
+            if let Some(k) = key {
+                by_key.entry(k).or_default().push(w);
+                verdict.writes += 1;
+            }
+        }
+        let leader_gives = |lease: &str| {
+            let lease = lease.to_string();
+            move |name: &str, _: &LeaseVersion, _: &str| name == lease
+        };
+        let sharded_gives = |name: &str, v: &LeaseVersion, key: &str| {
+            let Some(view) = v.view.as_ref().filter(|v| !v.is_empty()) else {
+                return false;
+            };
+            match v.vnodes {
+                // The host takes a claim it cannot rebuild as the whole ring.
+                None => true,
+                Some(n) => RingModel::new(view, n).owner(key) == Some(name),
+            }
+        };
+        let keys: BTreeSet<String> = match &rules.mode {
+            Mode::Leader { .. } => BTreeSet::from(["*".to_string()]),
+            Mode::Sharded { .. } => by_key.keys().cloned().collect(),
+        };
+        for key in keys {
+            let claims = match &rules.mode {
+                Mode::Leader { lease } => self.claims(&key, &leader_gives(lease)),
+                Mode::Sharded { .. } => self.claims(&key, &sharded_gives),
+            };
+            let writes = by_key.get(&key).cloned().unwrap_or_default();
+            self.judge_key(&key, &claims, &writes, &mut verdict);
+        }
+        if let Some(ch) = &rules.children {
+            self.check_children(ch, &mut verdict);
+        }
+        verdict
+    }
+
+    fn judge_key(&self, key: &str, claims: &[Claim], writes: &[&Write], verdict: &mut Verdict) {
+        // Acquisition of each claim: its first point outside every other
+        // replica's live parts.
+        let acquisition = |c: &Claim| -> Option<u64> {
+            let mut spans: Vec<Span> = claims
+                .iter()
+                .filter(|o| o.replica != c.replica)
+                .flat_map(|o| o.live.iter().copied())
+                .collect();
+            spans.sort();
+            let mut x = c.start;
+            for (s, e) in spans {
+                if s <= x && x < e {
+                    x = e;
+                } else if s > x {
+                    break;
+                }
+            }
+            (x < c.end).then_some(x)
+        };
+        let mut acquired: Vec<(u64, &Claim)> = claims
+            .iter()
+            .filter_map(|c| acquisition(c).map(|a| (a, c)))
+            .collect();
+        acquired.sort_by_key(|(a, _)| *a);
+        verdict.tenures += acquired.len();
+        let mut moved = false;
+        for w in acquired.windows(2) {
+            if w[0].1.replica != w[1].1.replica {
+                verdict.takeovers += 1;
+                moved = true;
+            }
+        }
+        if moved {
+            verdict.keys_moved += 1;
+        }
+        // Per acquired claim: the last write of its replica in it.
+        let mut tenures: Vec<(String, u64, u64)> = Vec::new();
+        for w in writes {
+            let Some(who) = w.replica.as_deref() else {
+                continue;
+            };
+            let Some(c) = claims
+                .iter()
+                .find(|c| c.replica == who && c.start <= w.rv && w.rv < c.end)
+            else {
+                verdict.violations.push(format!(
+                    "{key}: {who} wrote {} {} at rv {} without a claim on it",
+                    w.method, w.path, w.rv
+                ));
+                continue;
+            };
+            let mine = acquisition(c);
+            match mine {
+                Some(a) if a <= w.rv => {}
+                _ => {
+                    verdict.violations.push(format!(
+                        "{key}: {who} wrote {} {} at rv {} while another replica's claim (since before rv {}) was live",
+                        w.method, w.path, w.rv, c.start
+                    ));
+                    continue;
+                }
+            }
+            let a = mine.unwrap();
+            if let Some((b, other)) = acquired
+                .iter()
+                .find(|(b, o)| o.replica != who && a < *b && *b <= w.rv)
+            {
+                verdict.violations.push(format!(
+                    "{key}: {who} wrote {} {} at rv {} after {} acquired it at rv {b} (its own acquisition: rv {a})",
+                    w.method, w.path, w.rv, other.replica
+                ));
+            }
+            match tenures
+                .iter_mut()
+                .find(|(r, s, _)| r == who && *s == a)
+            {
+                Some(t) => t.2 = t.2.max(w.rv),
+                None => tenures.push((who.to_string(), a, w.rv)),
+            }
+        }
+        for (i, x) in tenures.iter().enumerate() {
+            for y in &tenures[i + 1..] {
+                if x.0 != y.0 && x.1 <= y.2 && y.1 <= x.2 {
+                    verdict.violations.push(format!(
+                        "{key}: written by {} in rv {}..={} and by {} in rv {}..={}: overlapping tenures",
+                        x.0, x.1, x.2, y.0, y.1, y.2
+                    ));
+                }
+            }
+        }
+    }
+
+    fn check_children(&self, ch: &Children, verdict: &mut Verdict) {
+        let child_of = |w: &Write| -> Option<String> {
+            if w.method == "POST" && w.path == ch.collection {
+                let b: Value = serde_json::from_str(&w.body).ok()?;
+                return b["metadata"]["name"].as_str().map(str::to_string);
+            }
+            let name = w.path.strip_prefix(&format!("{}/", ch.collection))?;
+            (!name.contains('/')).then(|| name.to_string())
+        };
+        let primary_of = |w: &Write| -> Option<String> {
+            let name = w.path.strip_prefix(&format!("{}/", ch.primaries))?;
+            (!name.contains('/')).then(|| name.to_string())
+        };
+        // Child name to (its owner's name and uid) while it lives.
+        let mut alive: BTreeMap<String, (String, String, u64)> = BTreeMap::new();
+        for w in &self.writes {
+            if w.method == "DELETE" {
+                if let Some(c) = child_of(w) {
+                    alive.remove(&c);
+                }
+                if let Some(p) = primary_of(w) {
+                    // The garbage collector deletes its children with it.
+                    alive.retain(|_, (owner, _, _)| *owner != p);
+                }
+                continue;
+            }
+            let Some(c) = child_of(w) else { continue };
+            if w.status != 201 {
+                continue;
+            }
+            verdict.creates += 1;
+            let b: Value = serde_json::from_str(&w.body).unwrap_or(Value::Null);
+            let owner = b["metadata"]["ownerReferences"]
+                .as_array()
+                .and_then(|a| a.iter().find(|o| o["controller"] == true))
+                .map(|o| {
+                    (
+                        o["name"].as_str().unwrap_or("").to_string(),
+                        o["uid"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .unwrap_or_default();
+            let who = w.replica.as_deref().unwrap_or("(test)");
+            if let Some((_, _, rv)) = alive.get(&c) {
+                verdict.violations.push(format!(
+                    "child {c} created twice: at rv {rv} and by {who} at rv {}, not deleted between",
+                    w.rv
+                ));
+            }
+            if let Some((other, _)) = alive
+                .iter()
+                .find(|(n, (_, uid, _))| **n != c && !owner.1.is_empty() && *uid == owner.1)
+            {
+                verdict.violations.push(format!(
+                    "primary {} (uid {}) has two children alive: {other} and {c} (created by {who} at rv {})",
+                    owner.0, owner.1, w.rv
+                ));
+            }
+            alive.insert(c, (owner.0, owner.1, w.rv));
+        }
+    }
+}
