@@ -473,37 +473,40 @@ fn soak_leader_controller_under_the_nemesis() {
     nemesis("leader", Duration::from_secs(240), 40);
 }
 
-/// The seeded bug: with the fence disabled, a leader cut off from the API
-/// server (its traffic frozen in the proxy past its lease) keeps the write
-/// it had in flight; delivered when the traffic resumes, after the standby
-/// took over, it is a write after another replica's acquisition, and the
-/// checker must say so. (With the fence, the write's deadline ends before
-/// the lease can be taken over: the replica gives up on it, and the proxy
-/// drops what its sender abandoned.)
-#[test]
-fn the_checker_reports_the_writes_of_a_replica_whose_fence_is_disabled() {
+/// A leader cut off from the API server while its reconciles retry: its
+/// traffic is frozen in the proxy past its lease (with every Service apply
+/// failing until then, so retries are in flight), the standby takes over and
+/// repairs every Service, the ports move on, and the frozen traffic resumes.
+/// Returns the checker's verdict and the connections the proxy dropped
+/// because their sender gave up on them.
+fn frozen_leader(fence_disabled: bool) -> (Verdict, u64) {
     let t = FAST;
     let n = 16;
     let (fx, sim) = setup("leader", t, n);
     let proxy = Proxy::start(sim.addr);
     let kc = fx.path().join("kubeconfig-proxied");
     proxy.kubeconfig(&sim.kubeconfig, sim.addr, &kc);
-    let env = [("WASM_INFORMER_TEST_DISABLE_FENCE", "1")];
-    let a = Replica::start_with(fx.path(), &kc, "rep-a", &env);
+    let env: &[(&str, &str)] = if fence_disabled {
+        &[("WASM_INFORMER_TEST_DISABLE_FENCE", "1")]
+    } else {
+        &[]
+    };
+    let a = Replica::start_with(fx.path(), &kc, "rep-a", env);
     wait_until("rep-a leads", LONG, || {
         a.cluster(false).is_some_and(|c| c["role"] == "leader")
     });
-    let b = Replica::start_with(fx.path(), &sim.kubeconfig, "rep-b", &env);
+    let b = Replica::start_with(fx.path(), &sim.kubeconfig, "rep-b", env);
     wait_until("rep-b ready", LONG, || b.ready());
     wait_until("a Service for every Deployment", LONG, || {
         divergence(sim.addr).is_empty()
     });
-    assert!(
+    assert_eq!(
         a.proc
             .log()
             .iter()
             .any(|l| l.contains("the fence admits every write")),
-        "the seeded bug is not on"
+        fence_disabled,
+        "the seeded bug is not as asked"
     );
     // Every Service apply fails from now on, so rep-a's reconciles retry
     // with backoff into the freeze; every port changes.
@@ -532,28 +535,67 @@ fn the_checker_reports_the_writes_of_a_replica_whose_fence_is_disabled() {
         })
     });
     admin(&sim, "/_sim/faults/reset");
-    // rep-b repairs every Service; rep-a's held writes are still within
-    // their 10 s deadline when its traffic resumes.
-    std::thread::sleep(Duration::from_millis(1000));
+    // rep-b repairs every Service, and again after every port moves on, so
+    // that what rep-a still holds is stale; rep-a's held writes are still
+    // within their 10 s deadline when its traffic resumes.
+    wait_until("rep-b repairs every Service", Duration::from_secs(5), || {
+        divergence(sim.addr).is_empty()
+    });
+    for i in 0..n {
+        let b = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "c", "image": "busybox", "ports": [{"containerPort": 9191}]}]}}}});
+        sim.request("PATCH", &format!("{DEPLOYMENTS}/d-{i}"), Some(&b.to_string()));
+    }
+    wait_until("rep-b follows the new ports", Duration::from_secs(5), || {
+        divergence(sim.addr).is_empty()
+    });
+    assert!(proxy.is_frozen());
     proxy.thaw();
     std::thread::sleep(Duration::from_secs(3));
     let verdict = check(&sim, "leader", t.lease_ms);
+    let abandoned = proxy.abandoned.load(Ordering::SeqCst);
     eprintln!(
-        "fence disabled: writes {}, tenures {}, takeovers {}, violations {}; frozen connections abandoned {}",
+        "fence {}: writes {}, tenures {}, takeovers {}, violations {}; frozen connections abandoned {abandoned}",
+        if fence_disabled { "disabled" } else { "on" },
         verdict.writes,
         verdict.tenures,
         verdict.takeovers,
         verdict.violations.len(),
-        proxy.abandoned.load(Ordering::SeqCst)
     );
     for v in &verdict.violations {
         eprintln!("violation: {v}");
     }
+    assert_eq!(verdict.takeovers, 1, "one takeover expected: {verdict:?}");
+    (verdict, abandoned)
+}
+
+/// With the fence, the writes a cut-off leader had in flight have deadlines
+/// that end before the lease can be taken over: it gives up on them, and
+/// the proxy drops what their sender abandoned, so none lands after the
+/// standby's acquisition.
+#[test]
+fn a_leader_cut_off_past_its_lease_lands_no_write_after_the_takeover() {
+    let (verdict, abandoned) = frozen_leader(false);
+    assert!(
+        verdict.violations.is_empty(),
+        "{:#?}",
+        verdict.violations
+    );
+    assert!(abandoned > 0, "no request was in flight during the freeze");
+}
+
+/// The seeded bug: with the fence disabled (`WASM_INFORMER_TEST_DISABLE_FENCE=1`)
+/// the same cut-off leader keeps its stale applies in flight for their whole
+/// 10 s write timeout; delivered when its traffic resumes, after the standby
+/// took over, they land, and the checker must report them.
+#[test]
+fn the_checker_reports_the_writes_of_a_replica_whose_fence_is_disabled() {
+    let (verdict, _) = frozen_leader(true);
     assert!(
         verdict
             .violations
             .iter()
-            .any(|v| v.contains("rep-a wrote")),
+            .any(|v| v.contains("rep-a wrote") && v.contains("rep-b claimed it")),
         "the checker did not report rep-a's late writes: {:#?}",
         verdict.violations
     );

@@ -360,8 +360,14 @@ impl History {
                 .iter()
                 .find(|c| c.replica == who && c.start <= w.rv && w.rv < c.end)
             else {
+                let holder = claims
+                    .iter()
+                    .filter(|c| c.replica != who && c.start <= w.rv)
+                    .max_by_key(|c| c.start)
+                    .map(|c| format!(" ({} claimed it at rv {})", c.replica, c.start))
+                    .unwrap_or_default();
                 verdict.violations.push(format!(
-                    "{key}: {who} wrote {} {} at rv {} without a claim on it",
+                    "{key}: {who} wrote {} {} at rv {} without a claim on it{holder}",
                     w.method, w.path, w.rv
                 ));
                 continue;
