@@ -436,6 +436,15 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
     for v in verdict.violations.iter().take(30) {
         eprintln!("violation: {v}");
     }
+    if let Ok(file) = std::env::var("NEMESIS_LOG") {
+        let (_, body) = host_support::http_get(sim.addr, "/_sim/requests");
+        std::fs::write(file, body).unwrap();
+    }
+    if let Ok(pat) = std::env::var("NEMESIS_DUMP") {
+        for r in sim.requests().iter().filter(|r| r.method != "GET" && r.path.contains(&pat)) {
+            eprintln!("dump: {} {} {} {} {} {:?} {}", r.at_micros, r.user_agent, r.method, r.path, r.status, r.written_rv, &r.body[..r.body.len().min(300)]);
+        }
+    }
     for s in slots.iter_mut() {
         if let Some(r) = s.rep.as_mut() {
             r.proc.kill9();

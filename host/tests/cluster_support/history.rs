@@ -29,9 +29,12 @@
 //!   Lease; sharded: of the arc holding the key);
 //! - no key written by two replicas in overlapping tenures (a tenure here:
 //!   from the acquisition to the replica's last write of the key in it);
-//! - no child created twice: two creates (201) of the same child name with no
-//!   delete of the child or of its owner between them, and no primary (by
-//!   uid) with two children alive at once.
+//! - no child created twice: two creates (201) of the same child for the
+//!   same owner (by uid, from the create's controller reference) with no
+//!   delete of the child between them, and no owner with two children alive
+//!   at once. A child dies with a delete of it, or of its owner (the
+//!   garbage collector's deletions are not in the log); a create for an
+//!   owner already deleted is collected at once and not counted.
 //!
 //! Invariant: the checker reads only the log it is given; its verdict
 //! depends on the server's order (resourceVersions) and, for expiries, on
@@ -426,16 +429,25 @@ impl History {
             let name = w.path.strip_prefix(&format!("{}/", ch.primaries))?;
             (!name.contains('/')).then(|| name.to_string())
         };
-        // Child name to (its owner's name and uid) while it lives.
-        let mut alive: BTreeMap<String, (String, String, u64)> = BTreeMap::new();
+        // Owner uid to its children alive (name, created at rv); owner
+        // names to the uids seen under them; uids of deleted owners.
+        let mut alive: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut uids_of: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut dead: BTreeSet<String> = BTreeSet::new();
         for w in &self.writes {
             if w.method == "DELETE" {
                 if let Some(c) = child_of(w) {
-                    alive.remove(&c);
+                    for children in alive.values_mut() {
+                        children.remove(&c);
+                    }
                 }
                 if let Some(p) = primary_of(w) {
-                    // The garbage collector deletes its children with it.
-                    alive.retain(|_, (owner, _, _)| *owner != p);
+                    // The garbage collector deletes its children with it,
+                    // and any child created for it later.
+                    for uid in uids_of.remove(&p).unwrap_or_default() {
+                        alive.remove(&uid);
+                        dead.insert(uid);
+                    }
                 }
                 continue;
             }
@@ -445,7 +457,7 @@ impl History {
             }
             verdict.creates += 1;
             let b: Value = serde_json::from_str(&w.body).unwrap_or(Value::Null);
-            let owner = b["metadata"]["ownerReferences"]
+            let Some((owner, uid)) = b["metadata"]["ownerReferences"]
                 .as_array()
                 .and_then(|a| a.iter().find(|o| o["controller"] == true))
                 .map(|o| {
@@ -454,24 +466,34 @@ impl History {
                         o["uid"].as_str().unwrap_or("").to_string(),
                     )
                 })
-                .unwrap_or_default();
+            else {
+                continue;
+            };
+            if dead.contains(&uid) {
+                // Made from a stale cache for an owner already deleted: the
+                // garbage collector takes it at once.
+                continue;
+            }
+            // A create succeeded, so no child of that name was left.
+            for children in alive.values_mut() {
+                children.remove(&c);
+            }
             let who = w.replica.as_deref().unwrap_or("(test)");
-            if let Some((_, _, rv)) = alive.get(&c) {
+            let children = alive.entry(uid.clone()).or_default();
+            if let Some(rv) = children.get(&c) {
                 verdict.violations.push(format!(
-                    "child {c} created twice: at rv {rv} and by {who} at rv {}, not deleted between",
+                    "child {c} of {owner} (uid {uid}) created twice: at rv {rv} and by {who} at rv {}, not deleted between",
                     w.rv
                 ));
             }
-            if let Some((other, _)) = alive
-                .iter()
-                .find(|(n, (_, uid, _))| **n != c && !owner.1.is_empty() && *uid == owner.1)
-            {
+            if let Some(other) = children.keys().find(|n| **n != c) {
                 verdict.violations.push(format!(
-                    "primary {} (uid {}) has two children alive: {other} and {c} (created by {who} at rv {})",
-                    owner.0, owner.1, w.rv
+                    "{owner} (uid {uid}) has two children alive: {other} and {c} (created by {who} at rv {})",
+                    w.rv
                 ));
             }
-            alive.insert(c, (owner.0, owner.1, w.rv));
+            children.insert(c, w.rv);
+            uids_of.entry(owner).or_default().insert(uid);
         }
     }
 }
