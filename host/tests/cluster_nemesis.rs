@@ -99,7 +99,9 @@ fn divergence(addr: SocketAddr) -> Vec<String> {
                     .map(|a| a.iter().filter(|o| o["controller"] == true).collect())
                     .unwrap_or_default();
                 if owners.len() != 1 || owners[0]["uid"] != uid {
-                    out.push(format!("{name}: Service controlled by {owners:?}, not {uid}"));
+                    out.push(format!(
+                        "{name}: Service controlled by {owners:?}, not {uid}"
+                    ));
                 }
                 let ports = s["spec"]["ports"].as_array().cloned().unwrap_or_default();
                 if ports.len() != 1 || ports[0]["port"] != *port {
@@ -355,7 +357,11 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
                 r.proc.kill9();
                 gone.push(r);
                 s.generation += 1;
-                eprintln!("nemesis: kill -9 {} (restarted as {})", s.name, s.identity());
+                eprintln!(
+                    "nemesis: kill -9 {} (restarted as {})",
+                    s.name,
+                    s.identity()
+                );
                 start(s);
                 done.kills += 1;
             }
@@ -441,8 +447,21 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
         std::fs::write(file, body).unwrap();
     }
     if let Ok(pat) = std::env::var("NEMESIS_DUMP") {
-        for r in sim.requests().iter().filter(|r| r.method != "GET" && r.path.contains(&pat)) {
-            eprintln!("dump: {} {} {} {} {} {:?} {}", r.at_micros, r.user_agent, r.method, r.path, r.status, r.written_rv, &r.body[..r.body.len().min(300)]);
+        for r in sim
+            .requests()
+            .iter()
+            .filter(|r| r.method != "GET" && r.path.contains(&pat))
+        {
+            eprintln!(
+                "dump: {} {} {} {} {} {:?} {}",
+                r.at_micros,
+                r.user_agent,
+                r.method,
+                r.path,
+                r.status,
+                r.written_rv,
+                &r.body[..r.body.len().min(300)]
+            );
         }
     }
     for s in slots.iter_mut() {
@@ -457,11 +476,12 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
         verdict.violations.len(),
         &verdict.violations[..verdict.violations.len().min(10)]
     );
+    assert!(converged.is_ok(), "the store did not converge: {left:#?}");
     assert!(
-        converged.is_ok(),
-        "the store did not converge: {left:#?}"
+        verdict.writes > n,
+        "too few writes judged: {}",
+        verdict.writes
     );
-    assert!(verdict.writes > n, "too few writes judged: {}", verdict.writes);
     assert!(verdict.takeovers > 0, "no takeover in the run");
 }
 
@@ -536,28 +556,40 @@ fn frozen_leader(fence_disabled: bool) -> (Verdict, u64) {
     std::thread::sleep(Duration::from_millis(1500));
     let frozen_at = now_micros();
     proxy.freeze();
-    wait_until("rep-b takes the Lease over", Duration::from_secs(30), || {
-        let h = History::from_log(&sim.requests(), LEASE_NS, t.lease_ms);
-        h.leases.get("wasm-informer").is_some_and(|v| {
-            v.iter()
-                .any(|l| l.at_micros > frozen_at && l.holder.as_deref() == Some("rep-b"))
-        })
-    });
+    wait_until(
+        "rep-b takes the Lease over",
+        Duration::from_secs(30),
+        || {
+            let h = History::from_log(&sim.requests(), LEASE_NS, t.lease_ms);
+            h.leases.get("wasm-informer").is_some_and(|v| {
+                v.iter()
+                    .any(|l| l.at_micros > frozen_at && l.holder.as_deref() == Some("rep-b"))
+            })
+        },
+    );
     admin(&sim, "/_sim/faults/reset");
     // rep-b repairs every Service, and again after every port moves on, so
     // that what rep-a still holds is stale; rep-a's held writes are still
     // within their 10 s deadline when its traffic resumes.
-    wait_until("rep-b repairs every Service", Duration::from_secs(5), || {
-        divergence(sim.addr).is_empty()
-    });
+    wait_until(
+        "rep-b repairs every Service",
+        Duration::from_secs(5),
+        || divergence(sim.addr).is_empty(),
+    );
     for i in 0..n {
         let b = json!({"spec": {"template": {"spec": {"containers": [
             {"name": "c", "image": "busybox", "ports": [{"containerPort": 9191}]}]}}}});
-        sim.request("PATCH", &format!("{DEPLOYMENTS}/d-{i}"), Some(&b.to_string()));
+        sim.request(
+            "PATCH",
+            &format!("{DEPLOYMENTS}/d-{i}"),
+            Some(&b.to_string()),
+        );
     }
-    wait_until("rep-b follows the new ports", Duration::from_secs(5), || {
-        divergence(sim.addr).is_empty()
-    });
+    wait_until(
+        "rep-b follows the new ports",
+        Duration::from_secs(5),
+        || divergence(sim.addr).is_empty(),
+    );
     assert!(proxy.is_frozen());
     proxy.thaw();
     std::thread::sleep(Duration::from_secs(3));
@@ -585,11 +617,7 @@ fn frozen_leader(fence_disabled: bool) -> (Verdict, u64) {
 #[test]
 fn a_leader_cut_off_past_its_lease_lands_no_write_after_the_takeover() {
     let (verdict, abandoned) = frozen_leader(false);
-    assert!(
-        verdict.violations.is_empty(),
-        "{:#?}",
-        verdict.violations
-    );
+    assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
     assert!(abandoned > 0, "no request was in flight during the freeze");
 }
 
@@ -608,4 +636,91 @@ fn the_checker_reports_the_writes_of_a_replica_whose_fence_is_disabled() {
         "the checker did not report rep-a's late writes: {:#?}",
         verdict.violations
     );
+}
+
+/// Deletes the Lease that gives a live replica its keys (sharded: rep-b's
+/// own; leader: the election Lease) and at once moves every Deployment's
+/// port, so that whoever delivers a key writes it; three times over. The
+/// replica cannot know its Lease is gone until its next renewal, so nobody
+/// else may take its keys before that Lease expires. Returns the verdict.
+fn lease_deleted_under_its_holder(mode: &str) -> Verdict {
+    let t = FAST;
+    let n = 24;
+    let (fx, sim) = setup(mode, t, n);
+    let names: &[&str] = if mode == "leader" {
+        &["rep-a", "rep-b"]
+    } else {
+        &["rep-a", "rep-b", "rep-c"]
+    };
+    let reps: Vec<Replica> = names
+        .iter()
+        .map(|id| Replica::start(fx.path(), &sim, id))
+        .collect();
+    wait_until("ready replicas", LONG, || reps.iter().all(Replica::ready));
+    if mode == "leader" {
+        wait_until("a leader", LONG, || {
+            reps.iter()
+                .any(|r| r.cluster(false).is_some_and(|c| c["role"] == "leader"))
+        });
+    } else {
+        wait_until("one ring of three", LONG, || {
+            reps.iter().all(|r| {
+                r.cluster(false).is_some_and(|c| {
+                    c["role"] == "member"
+                        && c["view"].as_array().is_some_and(|v| v.len() == 3)
+                        && c["in_transition"] == false
+                })
+            })
+        });
+    }
+    wait_until("a Service for every Deployment", LONG, || {
+        divergence(sim.addr).is_empty()
+    });
+    for round in 0..3u64 {
+        let lease = if mode == "leader" {
+            "wasm-informer"
+        } else {
+            "rep-b"
+        };
+        let (code, body) = sim.request("DELETE", &format!("{LEASES}/{lease}"), None);
+        assert_eq!(code, 200, "{body}");
+        for i in 0..n {
+            let b = json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "c", "image": "busybox", "ports": [{"containerPort": 9000 + round}]}]}}}});
+            sim.request(
+                "PATCH",
+                &format!("{DEPLOYMENTS}/d-{i}"),
+                Some(&b.to_string()),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(t.lease_ms + 1000));
+    }
+    wait_until("every Deployment with exactly its Service", LONG, || {
+        divergence(sim.addr).is_empty()
+    });
+    let verdict = check(&sim, mode, t.lease_ms);
+    eprintln!(
+        "{mode}: Lease deleted 3 times under its holder: writes {}, tenures {}, takeovers {}, keys moved {}, violations {}",
+        verdict.writes,
+        verdict.tenures,
+        verdict.takeovers,
+        verdict.keys_moved,
+        verdict.violations.len()
+    );
+    for v in verdict.violations.iter().take(20) {
+        eprintln!("violation: {v}");
+    }
+    verdict
+}
+
+#[test]
+fn a_ring_members_lease_deleted_under_it_hands_no_key_over_while_it_still_writes() {
+    let v = lease_deleted_under_its_holder("sharded");
+    assert!(v.violations.is_empty(), "{:#?}", v.violations);
+}
+
+#[test]
+fn an_election_lease_deleted_under_its_leader_is_not_taken_while_the_leader_still_writes() {
+    let v = lease_deleted_under_its_holder("leader");
+    assert!(v.violations.is_empty(), "{:#?}", v.violations);
 }

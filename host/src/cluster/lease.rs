@@ -362,6 +362,25 @@ impl LeaseLock {
             Err(e) => return Attempt::Failed(describe("reading the lease", &e)),
         };
         let Some(current) = current else {
+            // A Lease deleted while another held it is not free: its holder
+            // cannot know it is gone and goes on acting until its next
+            // renewal (which recreates it). It is taken over as an unchanged
+            // record would be, a lease duration after its last change was
+            // seen; only a Lease never seen held is created at once.
+            let now = Instant::now();
+            if let Some(o) = self
+                .observed
+                .as_ref()
+                .filter(|o| o.holder.as_deref().is_some_and(|h| h != self.identity))
+            {
+                let expires = o.expires(self.lease_duration);
+                if now < expires {
+                    return Attempt::Taken {
+                        holder: o.holder.clone().unwrap_or_default(),
+                        expires,
+                    };
+                }
+            }
             let fresh = self.ours(None);
             return match self.api.create(&PostParams::default(), &fresh).await {
                 Ok(l) => {

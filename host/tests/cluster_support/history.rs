@@ -14,10 +14,12 @@
 //! `wasm-informer.dev/virtual-nodes`) places on R, computed with the
 //! independent [`super::ring_model`]. A claim ends, in resourceVersion
 //! order, at the next write of that Lease (a renewal that still claims the
-//! key continues it), at its deletion, and no later than its expiry: for
-//! others it is live only while writes arrive within a lease duration of
-//! the claim's own arrival (peers time a lease from when they *saw* it, never
-//! before it arrived). R *acquires* a key within a claim at the first
+//! key continues it) or at its deletion by its holder (a release). A
+//! deletion by anyone else (an operator, a peer) is nothing its holder can
+//! know of: the claim stands until it expires or the Lease is written
+//! again. For others a claim is live only while writes arrive within a
+//! lease duration of the claim's own arrival (peers time a lease from when
+//! they *saw* it, never before it arrived). R *acquires* a key within a claim at the first
 //! resourceVersion at which no other replica's claim on the key is live.
 //!
 //! Rules (each violation is one line):
@@ -62,6 +64,8 @@ pub struct LeaseVersion {
     pub view: Option<Vec<String>>,
     pub vnodes: Option<u32>,
     pub deleted: bool,
+    /// The replica that wrote this version (its user agent), if one did.
+    pub by: Option<String>,
 }
 
 /// One accepted write that is not a Lease write.
@@ -163,7 +167,8 @@ impl History {
     /// The history of the Leases in namespace `lease_namespace` and of every
     /// other write in `reqs`, with leases of `lease_ms`.
     pub fn from_log(reqs: &[Req], lease_namespace: &str, lease_ms: u64) -> History {
-        let collection = format!("/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases");
+        let collection =
+            format!("/apis/coordination.k8s.io/v1/namespaces/{lease_namespace}/leases");
         let mut h = History {
             lease_micros: lease_ms * 1000,
             ..History::default()
@@ -200,6 +205,7 @@ impl History {
                         .and_then(|v| v.trim().parse().ok())
                         .filter(|n| *n > 0),
                     deleted,
+                    by: r.replica().map(str::to_string),
                 });
                 continue;
             }
@@ -237,20 +243,51 @@ impl History {
 
     /// The claims on `key` of every replica: `gives(lease, version, key)`
     /// says whether a version claims it for its holder.
+    ///
+    /// A deletion by the holder itself ends its claim (it releases it); a
+    /// deletion by anyone else does not tell the holder anything, so the
+    /// claim stands until it expires or the Lease is written again.
     fn claims(&self, key: &str, gives: &dyn Fn(&str, &LeaseVersion, &str) -> bool) -> Vec<Claim> {
         let mut out = Vec::new();
         for (name, versions) in &self.leases {
             let mut open: Option<Claim> = None;
             for (i, v) in versions.iter().enumerate() {
+                if v.deleted {
+                    let released = open
+                        .as_ref()
+                        .is_some_and(|c| v.by.as_deref() == Some(c.replica.as_str()));
+                    if !released {
+                        continue;
+                    }
+                }
                 let holds = v
                     .holder
                     .as_ref()
                     .filter(|_| !v.deleted && gives(name, v, key));
-                let end = versions.get(i + 1).map(|n| n.rv).unwrap_or(u64::MAX);
+                // The next write of this Lease that is not someone else's
+                // deletion; a deletion by another before it cuts the claim
+                // at its expiry.
+                let mut next = u64::MAX;
+                let mut cut_by_delete = false;
+                for n in &versions[i + 1..] {
+                    if n.deleted && n.by.as_deref() != v.holder.as_deref() {
+                        cut_by_delete = true;
+                        continue;
+                    }
+                    next = n.rv;
+                    break;
+                }
+                let expiry = self.expiry(v.at_micros);
+                let end = if cut_by_delete {
+                    next.min(expiry)
+                } else {
+                    next
+                };
+                let live = (v.rv, expiry.min(end));
                 match (holds, open.as_mut()) {
-                    (Some(h), Some(c)) if c.replica == *h => {
+                    (Some(h), Some(c)) if c.replica == *h && c.end == v.rv => {
                         c.end = end;
-                        c.live.push((v.rv, self.expiry(v.at_micros).min(end)));
+                        c.live.push(live);
                     }
                     (holds, _) => {
                         out.extend(open.take());
@@ -259,7 +296,7 @@ impl History {
                                 replica: h.clone(),
                                 start: v.rv,
                                 end,
-                                live: vec![(v.rv, self.expiry(v.at_micros).min(end))],
+                                live: vec![live],
                             });
                         }
                     }
@@ -396,10 +433,7 @@ impl History {
                     w.method, w.path, w.rv, other.replica
                 ));
             }
-            match tenures
-                .iter_mut()
-                .find(|(r, s, _)| r == who && *s == a)
-            {
+            match tenures.iter_mut().find(|(r, s, _)| r == who && *s == a) {
                 Some(t) => t.2 = t.2.max(w.rv),
                 None => tenures.push((who.to_string(), a, w.rv)),
             }

@@ -88,13 +88,22 @@ impl Proxy {
     }
 
     /// A copy of `kubeconfig` whose server is this proxy, written to `to`.
-    pub fn kubeconfig(&self, kubeconfig: &std::path::Path, upstream: SocketAddr, to: &std::path::Path) {
+    pub fn kubeconfig(
+        &self,
+        kubeconfig: &std::path::Path,
+        upstream: SocketAddr,
+        to: &std::path::Path,
+    ) {
         let text = std::fs::read_to_string(kubeconfig).unwrap();
         assert!(
             text.contains(&upstream.to_string()),
             "the kubeconfig does not name {upstream}: {text}"
         );
-        std::fs::write(to, text.replace(&upstream.to_string(), &self.addr.to_string())).unwrap();
+        std::fs::write(
+            to,
+            text.replace(&upstream.to_string(), &self.addr.to_string()),
+        )
+        .unwrap();
     }
 }
 
