@@ -307,6 +307,58 @@ impl History {
         out
     }
 
+    /// Takeovers of Lease `name` that came too early, in resourceVersion
+    /// order: a version held by Y after one held by X (with no release by X
+    /// between: a version without a holder, or X deleting it) that arrived
+    /// less than a lease duration after X's last version arrived. Whoever
+    /// takes a lease over must have seen it unchanged for a lease duration,
+    /// which it cannot before the last change arrived.
+    pub fn early_takeovers(&self, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut prev: Option<(&str, u64, u64)> = None;
+        for v in self.leases.get(name).into_iter().flatten() {
+            if v.deleted {
+                if prev.is_some_and(|(x, _, _)| v.by.as_deref() == Some(x)) {
+                    prev = None;
+                }
+                continue;
+            }
+            let Some(y) = v.holder.as_deref() else {
+                prev = None;
+                continue;
+            };
+            if let Some((x, at, rv)) = prev {
+                if x != y && v.at_micros < at + self.lease_micros {
+                    out.push(format!(
+                        "{name}: {y} took it over at rv {} only {} ms after {x}'s renewal at rv {rv}",
+                        v.rv,
+                        (v.at_micros - at) / 1000
+                    ));
+                }
+            }
+            prev = Some((y, v.at_micros, v.rv));
+        }
+        out
+    }
+
+    /// The holders of Lease `name` in the order they acquired it.
+    pub fn acquisitions(&self, name: &str) -> Vec<(u64, String)> {
+        let mut out: Vec<(u64, String)> = Vec::new();
+        let mut last: Option<&str> = None;
+        for v in self.leases.get(name).into_iter().flatten() {
+            let h = v.holder.as_deref().filter(|_| !v.deleted);
+            if let Some(h) = h {
+                if last != Some(h) {
+                    out.push((v.rv, h.to_string()));
+                }
+            }
+            if !v.deleted || v.by.as_deref() == last {
+                last = h;
+            }
+        }
+        out
+    }
+
     /// Checks `rules`; returns the violations and the counts.
     pub fn check(&self, rules: &Rules) -> Verdict {
         let mut verdict = Verdict::default();
