@@ -428,8 +428,16 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
     });
     let left = divergence(sim.addr);
     let verdict = check(&sim, mode, t.lease_ms);
+    let reloaded = slots
+        .iter()
+        .filter_map(|s| s.rep.as_ref())
+        .chain(gone.iter())
+        .flat_map(|r| r.proc.log())
+        .filter(|l| l.contains("plugin reloaded"))
+        .count();
+    let abandoned = proxy.abandoned.load(Ordering::SeqCst);
     eprintln!(
-        "nemesis {mode}: {:?} over {:?}, {ops} churn operations; writes {}, tenures {}, takeovers {}, keys moved {}, creates {}, violations {}",
+        "nemesis {mode}: {:?} over {:?}, {ops} churn operations, {reloaded} plugin reloads, {abandoned} frozen connections abandoned; writes {}, tenures {}, takeovers {}, keys moved {}, creates {}, violations {}",
         done,
         began.elapsed(),
         verdict.writes,
@@ -483,6 +491,17 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
         verdict.writes
     );
     assert!(verdict.takeovers > 0, "no takeover in the run");
+    assert!(reloaded > 0, "no replica reloaded the plugin");
+}
+
+/// The soak's length: `NEMESIS_SECS`, else 240 s.
+fn soak_length() -> Duration {
+    Duration::from_secs(
+        std::env::var("NEMESIS_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(240),
+    )
 }
 
 #[test]
@@ -491,15 +510,15 @@ fn a_sharded_controller_keeps_one_writer_per_key_and_converges_under_the_nemesis
 }
 
 #[test]
-#[ignore = "soak: several minutes"]
+#[ignore = "soak: several minutes (NEMESIS_SECS sets the length)"]
 fn soak_sharded_controller_under_the_nemesis() {
-    nemesis("sharded", Duration::from_secs(240), 40);
+    nemesis("sharded", soak_length(), 40);
 }
 
 #[test]
-#[ignore = "soak: several minutes"]
+#[ignore = "soak: several minutes (NEMESIS_SECS sets the length)"]
 fn soak_leader_controller_under_the_nemesis() {
-    nemesis("leader", Duration::from_secs(240), 40);
+    nemesis("leader", soak_length(), 40);
 }
 
 /// A leader cut off from the API server while its reconciles retry: its
