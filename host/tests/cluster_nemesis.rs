@@ -15,6 +15,9 @@
 //! Service). A seeded bug, the fence disabled through
 //! `WASM_INFORMER_TEST_DISABLE_FENCE=1`, shows the checker catches writes
 //! that land after a takeover.
+//!
+//! `NEMESIS_LOG=FILE` writes a nemesis run's request log there, for a
+//! closer look at a violation.
 
 mod cluster_support;
 mod host_support;
@@ -453,24 +456,6 @@ fn nemesis(mode: &str, run: Duration, n: usize) {
     if let Ok(file) = std::env::var("NEMESIS_LOG") {
         let (_, body) = host_support::http_get(sim.addr, "/_sim/requests");
         std::fs::write(file, body).unwrap();
-    }
-    if let Ok(pat) = std::env::var("NEMESIS_DUMP") {
-        for r in sim
-            .requests()
-            .iter()
-            .filter(|r| r.method != "GET" && r.path.contains(&pat))
-        {
-            eprintln!(
-                "dump: {} {} {} {} {} {:?} {}",
-                r.at_micros,
-                r.user_agent,
-                r.method,
-                r.path,
-                r.status,
-                r.written_rv,
-                &r.body[..r.body.len().min(300)]
-            );
-        }
     }
     for s in slots.iter_mut() {
         if let Some(r) = s.rep.as_mut() {

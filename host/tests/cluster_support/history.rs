@@ -42,7 +42,8 @@
 //! depends on the server's order (resourceVersions) and, for expiries, on
 //! the server's arrival times.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -132,7 +133,8 @@ pub struct History {
     pub leases: BTreeMap<String, Vec<LeaseVersion>>,
     /// Accepted writes other than of Leases, in resourceVersion order.
     pub writes: Vec<Write>,
-    /// (resourceVersion, arrival) of every accepted write, sorted by arrival.
+    /// (arrival, the largest resourceVersion of the accepted writes arrived
+    /// by then), sorted by arrival.
     arrivals: Vec<(u64, u64)>,
     lease_micros: u64,
 }
@@ -223,7 +225,14 @@ impl History {
             v.sort_by_key(|l| l.rv);
         }
         h.writes.sort_by_key(|w| w.rv);
+        // By arrival, each carrying the largest resourceVersion arrived so
+        // far, so that `expiry` is a binary search.
         h.arrivals.sort();
+        let mut max = 0;
+        for a in h.arrivals.iter_mut() {
+            max = max.max(a.1);
+            a.1 = max;
+        }
         h
     }
 
@@ -232,13 +241,8 @@ impl History {
     /// arrived within a lease duration of it.
     fn expiry(&self, at: u64) -> u64 {
         let limit = at + self.lease_micros;
-        self.arrivals
-            .iter()
-            .take_while(|(t, _)| *t < limit)
-            .map(|(_, rv)| *rv)
-            .max()
-            .unwrap_or(0)
-            + 1
+        let i = self.arrivals.partition_point(|(t, _)| *t < limit);
+        i.checked_sub(1).map(|j| self.arrivals[j].1).unwrap_or(0) + 1
     }
 
     /// The claims on `key` of every replica: `gives(lease, version, key)`
@@ -378,6 +382,8 @@ impl History {
             let lease = lease.to_string();
             move |name: &str, _: &LeaseVersion, _: &str| name == lease
         };
+        // One ring per (view, virtual nodes), built once.
+        let rings: RefCell<HashMap<(Vec<String>, u32), RingModel>> = RefCell::default();
         let sharded_gives = |name: &str, v: &LeaseVersion, key: &str| {
             let Some(view) = v.view.as_ref().filter(|v| !v.is_empty()) else {
                 return false;
@@ -385,7 +391,13 @@ impl History {
             match v.vnodes {
                 // The host takes a claim it cannot rebuild as the whole ring.
                 None => true,
-                Some(n) => RingModel::new(view, n).owner(key) == Some(name),
+                Some(n) => {
+                    let mut rings = rings.borrow_mut();
+                    let ring = rings
+                        .entry((view.clone(), n))
+                        .or_insert_with(|| RingModel::new(view, n));
+                    ring.owner(key) == Some(name)
+                }
             }
         };
         let keys: BTreeSet<String> = match &rules.mode {

@@ -59,12 +59,8 @@ impl RingModel {
             return None;
         }
         let h = point(key.as_bytes());
-        let node = self
-            .nodes
-            .iter()
-            .find(|(p, _)| *p >= h)
-            .unwrap_or(&self.nodes[0]);
-        Some(node.1.as_str())
+        let i = self.nodes.partition_point(|(p, _)| *p < h);
+        Some(self.nodes[i % self.nodes.len()].1.as_str())
     }
 }
 
