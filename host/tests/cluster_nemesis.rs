@@ -178,7 +178,7 @@ impl Churn {
                 let name = format!("d-{}", r as usize % n);
                 let path = format!("{DEPLOYMENTS}/{name}");
                 match i % 20 {
-                    _ if !deleted.is_empty() && i % 7 == 0 => {
+                    _ if !deleted.is_empty() && i.is_multiple_of(7) => {
                         let name = deleted.remove(0);
                         req(addr, "POST", DEPLOYMENTS, Some(&deployment(&name, 8080)));
                     }
@@ -193,7 +193,7 @@ impl Churn {
                         req(addr, "PATCH", &path, Some(&b.to_string()));
                     }
                     14..=16 => {
-                        let v = if i % 2 == 0 { "false" } else { "true" };
+                        let v = if i.is_multiple_of(2) { "false" } else { "true" };
                         let b = format!(r#"{{"metadata":{{"labels":{{"expose":"{v}"}}}}}}"#);
                         req(addr, "PATCH", &path, Some(&b));
                     }
