@@ -572,11 +572,15 @@ impl History {
                 // garbage collector takes it at once.
                 continue;
             }
-            // A create succeeded, so no child of that name was left.
-            for children in alive.values_mut() {
-                children.remove(&c);
-            }
             let who = w.replica.as_deref().unwrap_or("(test)");
+            // A create succeeded, so no child of that name was left: one of
+            // another owner went with its owner (the garbage collector's
+            // deletions are not in the log).
+            for (u, children) in alive.iter_mut() {
+                if *u != uid {
+                    children.remove(&c);
+                }
+            }
             let children = alive.entry(uid.clone()).or_default();
             if let Some(rv) = children.get(&c) {
                 verdict.violations.push(format!(
@@ -593,5 +597,214 @@ impl History {
             children.insert(c, w.rv);
             uids_of.entry(owner).or_default().insert(uid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
+
+    /// An accepted write: `who` (a replica) or the test, at `ms`, given `rv`.
+    fn w(who: Option<&str>, method: &str, path: &str, ms: u64, rv: u64, body: Value) -> Req {
+        Req {
+            method: method.into(),
+            path: path.into(),
+            user_agent: who
+                .map(|w| format!("wasm-informer/0.1.0 ({w})"))
+                .unwrap_or_else(|| "test".into()),
+            at_micros: ms * 1000,
+            status: if method == "POST" { 201 } else { 200 },
+            body: body.to_string(),
+            query: String::new(),
+            written_rv: Some(rv),
+        }
+    }
+
+    fn lease(name: &str, holder: &str, view: Option<&str>) -> Value {
+        let mut ann = serde_json::Map::new();
+        if let Some(v) = view {
+            ann.insert(VIEW_ANNOTATION.into(), json!(v));
+            ann.insert(VNODES_ANNOTATION.into(), json!("100"));
+        }
+        json!({"metadata": {"name": name, "annotations": ann},
+               "spec": {"holderIdentity": holder}})
+    }
+
+    fn everything(_: &Write) -> bool {
+        true
+    }
+
+    #[test]
+    fn a_leaders_write_after_anothers_acquisition_is_a_violation_and_one_inside_its_own_is_not() {
+        let l = format!("{LEASES}/el");
+        let log = vec![
+            w(Some("a"), "POST", LEASES, 0, 1, lease("el", "a", None)),
+            w(
+                Some("a"),
+                "PATCH",
+                "/api/v1/namespaces/x/pods/p",
+                100,
+                2,
+                json!({}),
+            ),
+            w(Some("a"), "PUT", &l, 500, 3, lease("el", "a", None)),
+            w(Some("b"), "PUT", &l, 4000, 4, lease("el", "b", None)),
+            w(
+                Some("a"),
+                "PATCH",
+                "/api/v1/namespaces/x/pods/p",
+                4100,
+                5,
+                json!({}),
+            ),
+            w(
+                Some("b"),
+                "PATCH",
+                "/api/v1/namespaces/x/pods/p",
+                4200,
+                6,
+                json!({}),
+            ),
+        ];
+        let h = History::from_log(&log, "ns", 3000);
+        let v = h.check(&Rules {
+            mode: Mode::Leader { lease: "el" },
+            judged: &everything,
+            children: None,
+        });
+        assert_eq!(v.writes, 3);
+        assert_eq!(v.takeovers, 1);
+        assert_eq!(v.violations.len(), 1, "{:?}", v.violations);
+        assert!(
+            v.violations[0].contains("a wrote PATCH"),
+            "{:?}",
+            v.violations
+        );
+        assert!(h.early_takeovers("el").is_empty());
+        // The same takeover 1 s after the last renewal came too early.
+        let mut early = log.clone();
+        early[3].at_micros = 1_500_000;
+        let h = History::from_log(&early, "ns", 3000);
+        assert_eq!(h.early_takeovers("el").len(), 1);
+        assert_eq!(
+            h.acquisitions("el"),
+            vec![(1, "a".to_string()), (4, "b".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_members_lease_deleted_by_someone_else_keeps_its_claim_until_it_expires() {
+        let ring = RingModel::new(&["a".to_string(), "b".to_string()], 100);
+        let key = (0..100)
+            .map(|i| format!("/Pod/x/p{i}"))
+            .find(|k| ring.owner(k) == Some("a"))
+            .unwrap();
+        let pod = |k: &str| {
+            format!(
+                "/api/v1/namespaces/x/pods/{}",
+                k.rsplit('/').next().unwrap()
+            )
+        };
+        let path = pod(&key);
+        let (la, lb) = (format!("{LEASES}/a"), format!("{LEASES}/b"));
+        let log = vec![
+            w(
+                Some("a"),
+                "POST",
+                LEASES,
+                0,
+                1,
+                lease("a", "a", Some("a,b")),
+            ),
+            w(
+                Some("b"),
+                "POST",
+                LEASES,
+                0,
+                2,
+                lease("b", "b", Some("a,b")),
+            ),
+            w(Some("a"), "PATCH", &path, 100, 3, json!({})),
+            // An operator deletes a's Lease; b claims the whole ring at once.
+            w(None, "DELETE", &la, 200, 4, json!({})),
+            w(Some("b"), "PUT", &lb, 300, 5, lease("b", "b", Some("b"))),
+            w(Some("b"), "PATCH", &path, 400, 6, json!({})),
+            // a, unaware, writes: still its claim.
+            w(Some("a"), "PATCH", &path, 500, 7, json!({})),
+            // Once a's lease expired, b may write.
+            w(Some("b"), "PUT", &lb, 3500, 8, lease("b", "b", Some("b"))),
+            w(Some("b"), "PATCH", &path, 3600, 9, json!({})),
+        ];
+        let h = History::from_log(&log, "ns", 3000);
+        let key_of = |w: &Write| -> Option<String> {
+            let name = w.path.rsplit('/').next()?;
+            Some(format!("/Pod/x/{name}"))
+        };
+        let judged = |w: &Write| w.path.contains("/pods/");
+        let v = h.check(&Rules {
+            mode: Mode::Sharded { key_of: &key_of },
+            judged: &judged,
+            children: None,
+        });
+        assert_eq!(v.writes, 4);
+        assert_eq!(v.violations.len(), 1, "{:#?}", v.violations);
+        assert!(
+            v.violations[0].contains("b wrote") && v.violations[0].contains("rv 6"),
+            "{:?}",
+            v.violations
+        );
+        // Deleted by a itself, the claim ends there: b's write at rv 6 is fine.
+        let mut released = log.clone();
+        released[3].user_agent = "wasm-informer/0.1.0 (a)".into();
+        released.remove(6);
+        let h = History::from_log(&released, "ns", 3000);
+        let v = h.check(&Rules {
+            mode: Mode::Sharded { key_of: &key_of },
+            judged: &judged,
+            children: None,
+        });
+        assert!(v.violations.is_empty(), "{:#?}", v.violations);
+    }
+
+    #[test]
+    fn a_child_created_twice_for_one_owner_is_a_violation_and_one_for_a_deleted_owner_is_not() {
+        let svc = "/api/v1/namespaces/x/services";
+        let dep = "/apis/apps/v1/namespaces/x/deployments";
+        let child = |uid: &str| {
+            json!({"metadata": {"name": "d", "ownerReferences": [
+                {"kind": "Deployment", "name": "d", "uid": uid, "controller": true}]}})
+        };
+        let create = |ms, rv, uid: &str| {
+            let mut r = w(Some("a"), "PATCH", &format!("{svc}/d"), ms, rv, child(uid));
+            r.status = 201;
+            r
+        };
+        let log = vec![
+            create(0, 1, "u1"),
+            create(10, 2, "u1"),
+            w(None, "DELETE", &format!("{dep}/d"), 20, 3, json!({})),
+            // From a stale cache: collected at once, not counted.
+            create(30, 4, "u1"),
+            create(40, 5, "u2"),
+        ];
+        let h = History::from_log(&log, "ns", 3000);
+        let v = h.check(&Rules {
+            mode: Mode::Leader { lease: "none" },
+            judged: &|_: &Write| false,
+            children: Some(Children {
+                collection: svc,
+                primaries: dep,
+            }),
+        });
+        assert_eq!(v.creates, 4);
+        assert_eq!(v.violations.len(), 1, "{:#?}", v.violations);
+        assert!(
+            v.violations[0].contains("created twice"),
+            "{:?}",
+            v.violations
+        );
     }
 }
