@@ -179,47 +179,24 @@ fn one_leader_fails_over_within_lease_plus_retry_and_leadership_never_overlaps()
         r.assert_no_dropped_lines();
     }
 
-    // The request log: leadership tenures never overlap, and every write a
-    // replica sent (today its Lease writes; later its plugins' writes) lies
-    // within one of its own tenures.
-    let reqs = sim.requests();
-    let validity = (t.lease_ms - t.margin_ms) * 1000;
-    let ts = tenures(&reqs, LEASE_PATH, validity);
-    assert!(ts.len() >= 3, "expected three tenures: {ts:?}");
-    for w in ts.windows(2) {
-        assert!(
-            w[1].from >= w[0].to,
-            "tenures overlap: {} until {} and {} from {}",
-            w[0].holder,
-            w[0].to,
-            w[1].holder,
-            w[1].from
-        );
-    }
-    let holders: Vec<&str> = ts.iter().map(|t| t.holder.as_str()).collect();
-    assert_eq!(
-        &holders[..3],
-        &[first.as_str(), second.as_str(), third.as_str()]
+    // The server's history: the holders in the order the server applied
+    // their acquisitions, and no takeover before the previous holder's last
+    // renewal had aged a whole lease duration (or it released the Lease).
+    let h =
+        cluster_support::history::History::from_log(&sim.requests(), "wasm-informer", t.lease_ms);
+    let order: Vec<String> = h
+        .acquisitions("wasm-informer")
+        .into_iter()
+        .map(|(_, holder)| holder)
+        .collect();
+    assert!(order.len() >= 3, "expected three acquisitions: {order:?}");
+    assert_eq!(&order[..3], &[first.clone(), second.clone(), third.clone()]);
+    let early = h.early_takeovers("wasm-informer");
+    assert!(early.is_empty(), "leadership overlapped: {early:#?}");
+    eprintln!(
+        "{} versions of the election Lease, acquisitions {order:?}",
+        h.leases["wasm-informer"].len()
     );
-    let mut checked = 0;
-    for w in reqs.iter().filter(|r| r.is_accepted_write()) {
-        let Some(who) = w.replica() else { continue };
-        // Acquisitions open a tenure; everything else must lie inside one.
-        let acquisition = ts.iter().any(|t| t.holder == who && t.from == w.at_micros);
-        if acquisition {
-            continue;
-        }
-        let inside = ts
-            .iter()
-            .any(|t| t.holder == who && t.from <= w.at_micros && w.at_micros <= t.to);
-        assert!(
-            inside,
-            "{who} wrote {} {} at {} outside its leadership",
-            w.method, w.path, w.at_micros
-        );
-        checked += 1;
-    }
-    assert!(checked > 10, "too few writes checked: {checked}");
 }
 
 /// The annotation the writing plugin sets on every pod that lacks it.
@@ -401,8 +378,32 @@ fn leader_writes_reach_the_server_and_none_lands_after_a_takeover() {
             r.query
         );
     }
-    let outside = writes_outside_tenure(&reqs, LEASE_PATH, pod_write);
-    assert!(outside.is_empty(), "writes outside a tenure: {outside:?}");
+    // The checker's rules, in the server's order: every pod write lies in
+    // its writer's leadership, none after another's acquisition.
+    let h = cluster_support::history::History::from_log(&reqs, "wasm-informer", t.lease_ms);
+    let judged = |w: &cluster_support::history::Write| {
+        w.replica.is_some() && w.method == "PATCH" && w.path.contains("/pods/")
+    };
+    let verdict = h.check(&cluster_support::history::Rules {
+        mode: cluster_support::history::Mode::Leader {
+            lease: "wasm-informer",
+        },
+        judged: &judged,
+        children: None,
+    });
+    eprintln!(
+        "checker: writes {}, tenures {}, takeovers {}, violations {}",
+        verdict.writes,
+        verdict.tenures,
+        verdict.takeovers,
+        verdict.violations.len()
+    );
+    assert!(
+        verdict.violations.is_empty(),
+        "writes outside a leadership: {:#?}",
+        verdict.violations
+    );
+    assert_eq!(verdict.takeovers, 1, "{verdict:?}");
     let applied = |who: &str| {
         reqs.iter()
             .filter(|r| pod_write(r) && r.written_rv.is_some() && r.replica() == Some(who))

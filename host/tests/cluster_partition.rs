@@ -1,8 +1,11 @@
 //! A replica cut off from the API server, in one process: the cluster layer
-//! of several replicas against an in-process apisim, one of them talking to it
-//! through a TCP proxy the test can cut. The guarantee under test: a replica
-//! that cannot renew its lease closes its fence and stops delivering before
-//! any other replica can take its keys over.
+//! of several replicas against an in-process apisim, one of them sending its
+//! Lease traffic through a TCP proxy the test can cut, while its informer's
+//! watch keeps flowing and the pods change all along, so that the cut-off
+//! replica always has changes it could deliver. The guarantee under test: a
+//! replica that cannot renew its lease closes its fence and stops delivering
+//! before any other replica can take its keys over, and delivers nothing
+//! after.
 //!
 //! Oracles: the simulator's request log (arrival times of each replica's
 //! accepted Lease writes), and recording handlers registered with each
@@ -128,15 +131,23 @@ struct Replica {
     _registry: Arc<InformerRegistry>,
 }
 
+/// A replica whose informers watch through `watch_addr` and whose cluster
+/// layer (its Leases) talks through `lease_addr`.
 async fn replica(
     identity: &str,
-    addr: SocketAddr,
+    watch_addr: SocketAddr,
+    lease_addr: SocketAddr,
     mode: ClusterMode,
     out: &Arc<Mutex<Vec<Rec>>>,
 ) -> Replica {
-    let c = client(addr, identity);
+    let c = client(watch_addr, identity);
     let registry = InformerRegistry::new(c.clone(), InformerConfig::default());
-    let cluster = Cluster::new(&settings(mode), identity.into(), c).unwrap();
+    let cluster = Cluster::new(
+        &settings(mode),
+        identity.into(),
+        client(lease_addr, identity),
+    )
+    .unwrap();
     let registration = registry
         .add_handler(
             "v1/pods",
@@ -187,6 +198,43 @@ fn unix_micros() -> u64 {
         .as_micros() as u64
 }
 
+/// Changes the pods (a label on each, in turn, every 10 ms) through their
+/// own client until the returned flag is set; returns the number of changes.
+fn churn(addr: SocketAddr) -> (Arc<AtomicBool>, tokio::task::JoinHandle<u64>) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let task = tokio::spawn(async move {
+        let c = client(addr, "churn");
+        let all: Api<Pod> = Api::all(c.clone());
+        let pods: Vec<(String, String)> = all
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| Some((p.metadata.namespace?, p.metadata.name?)))
+            .collect();
+        let mut n = 0u64;
+        while !s2.load(Ordering::SeqCst) {
+            let (ns, name) = &pods[n as usize % pods.len()];
+            let api: Api<Pod> = Api::namespaced(c.clone(), ns);
+            let patch = serde_json::json!({"metadata": {"labels": {"churn": n.to_string()}}});
+            if api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_ok()
+            {
+                n += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        n
+    });
+    (stop, task)
+}
+
 async fn until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -219,14 +267,28 @@ async fn a_leader_cut_off_stops_delivering_and_closes_its_fence_before_a_standby
     let s = sim(40).await;
     let proxy = Proxy::start(sim_addr(&s)).await;
     let recs: Arc<Mutex<Vec<Rec>>> = Arc::default();
-    let a = replica("rep-a", proxy.addr, ClusterMode::Leader, &recs).await;
+    let a = replica(
+        "rep-a",
+        sim_addr(&s),
+        proxy.addr,
+        ClusterMode::Leader,
+        &recs,
+    )
+    .await;
     until(
         "rep-a leads and delivered the cache",
         Duration::from_secs(60),
         || a.cluster.report().role == "leader" && recs.lock().len() >= 40,
     )
     .await;
-    let b = replica("rep-b", sim_addr(&s), ClusterMode::Leader, &recs).await;
+    let b = replica(
+        "rep-b",
+        sim_addr(&s),
+        sim_addr(&s),
+        ClusterMode::Leader,
+        &recs,
+    )
+    .await;
     until("rep-b is a standby", Duration::from_secs(30), || {
         b.cluster.report().leader.as_deref() == Some("rep-a")
     })
@@ -237,6 +299,11 @@ async fn a_leader_cut_off_stops_delivering_and_closes_its_fence_before_a_standby
         "a standby's fence is open"
     );
 
+    let (stop_churn, churned) = churn(sim_addr(&s));
+    until("rep-a delivers the churn", Duration::from_secs(30), || {
+        recs.lock().len() >= 80
+    })
+    .await;
     proxy.cut();
     let cut_at = Instant::now();
     // rep-a's fence closes and it stops delivering; only then does rep-b lead.
@@ -300,6 +367,31 @@ async fn a_leader_cut_off_stops_delivering_and_closes_its_fence_before_a_standby
         b_first_event.is_none_or(|t| t > a_last_event),
         "rep-b handled an event before rep-a's last one"
     );
+    // The pods went on changing, and rep-a went on seeing them: it
+    // delivered none after it stopped, rep-b delivers them.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let a_after: Vec<Rec> = recs
+        .lock()
+        .iter()
+        .filter(|r| r.replica == "rep-a" && r.at > a_stopped)
+        .cloned()
+        .collect();
+    assert!(
+        a_after.is_empty(),
+        "rep-a delivered after it stopped: {a_after:?}"
+    );
+    let b_updates = recs
+        .lock()
+        .iter()
+        .filter(|r| r.replica == "rep-b" && r.kind == EventKind::Updated)
+        .count();
+    assert!(
+        b_updates > 0,
+        "rep-b delivered no change made during the cut"
+    );
+    stop_churn.store(true, Ordering::SeqCst);
+    let changes = churned.await.unwrap();
+    eprintln!("{changes} pod changes; rep-b delivered {b_updates} updates while rep-a was cut off");
 
     // Healed, rep-a comes back as a standby of rep-b.
     proxy.heal();
@@ -319,9 +411,10 @@ async fn a_ring_member_cut_off_releases_its_keys_before_the_others_take_them_and
     let s = sim(90).await;
     let proxy = Proxy::start(sim_addr(&s)).await;
     let recs: Arc<Mutex<Vec<Rec>>> = Arc::default();
-    let a = replica("rep-a", sim_addr(&s), ClusterMode::Sharded, &recs).await;
-    let b = replica("rep-b", sim_addr(&s), ClusterMode::Sharded, &recs).await;
-    let c = replica("rep-c", proxy.addr, ClusterMode::Sharded, &recs).await;
+    let direct = sim_addr(&s);
+    let a = replica("rep-a", direct, direct, ClusterMode::Sharded, &recs).await;
+    let b = replica("rep-b", direct, direct, ClusterMode::Sharded, &recs).await;
+    let c = replica("rep-c", direct, proxy.addr, ClusterMode::Sharded, &recs).await;
     let settled = |r: &Replica| {
         let rep = r.cluster.report();
         rep.role == "member" && !rep.in_transition
@@ -334,6 +427,18 @@ async fn a_ring_member_cut_off_releases_its_keys_before_the_others_take_them_and
     .await;
     let c_share = c.cluster.report().owned_fraction;
     assert!(c_share > 0.1, "rep-c owns {c_share}");
+    let (stop_churn, churned) = churn(direct);
+    let before = recs.lock().iter().filter(|r| r.replica == "rep-c").count();
+    until("rep-c delivers the churn", Duration::from_secs(30), || {
+        recs.lock().iter().filter(|r| r.replica == "rep-c").count() >= before + 10
+    })
+    .await;
+    let c_keys: std::collections::BTreeSet<String> = recs
+        .lock()
+        .iter()
+        .filter(|r| r.replica == "rep-c")
+        .map(|r| r.key.clone())
+        .collect();
 
     proxy.cut();
     let cut_at = Instant::now();
@@ -371,6 +476,33 @@ async fn a_ring_member_cut_off_releases_its_keys_before_the_others_take_them_and
         "took {:?}",
         others_took - cut_at
     );
+    // The pods went on changing and rep-c went on seeing them: it delivered
+    // none after it stopped, and rep-a and rep-b deliver changes of its keys.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let c_after: Vec<Rec> = recs
+        .lock()
+        .iter()
+        .filter(|r| r.replica == "rep-c" && r.at > c_stopped)
+        .cloned()
+        .collect();
+    assert!(
+        c_after.is_empty(),
+        "rep-c delivered after it stopped: {c_after:?}"
+    );
+    let moved_updates = recs
+        .lock()
+        .iter()
+        .filter(|r| {
+            r.replica != "rep-c"
+                && r.at > others_took
+                && r.kind == EventKind::Updated
+                && c_keys.contains(&r.key)
+        })
+        .count();
+    assert!(
+        moved_updates > 0,
+        "no change of rep-c's keys made during the cut reached rep-a or rep-b"
+    );
 
     proxy.heal();
     until("rep-c back in the ring", Duration::from_secs(30), || {
@@ -383,8 +515,67 @@ async fn a_ring_member_cut_off_releases_its_keys_before_the_others_take_them_and
         (c.cluster.report().owned_fraction - c_share).abs() < 1e-9,
         "rep-c's share changed"
     );
+    stop_churn.store(true, Ordering::SeqCst);
+    let changes = churned.await.unwrap();
+    eprintln!("{changes} pod changes; {moved_updates} updates of rep-c's keys delivered by the others during the cut");
     let dups = duplicates(&recs.lock());
     assert!(dups.is_empty(), "{dups:#?}");
     drop((a, b, c));
+    s.shutdown().await;
+}
+
+/// An election Lease deleted under its holder (by an operator, a namespace
+/// cleanup) is not free: the holder cannot know until its next renewal, and
+/// acts until then. A standby that saw it held treats the missing Lease as
+/// an unchanged one, free a lease duration after it last saw it change;
+/// the holder's next renewal recreates it. Oracle: the outcomes of each
+/// replica's attempts against the simulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_does_not_take_an_election_lease_deleted_under_its_holder() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, DeleteParams};
+    use wasm_informer::cluster::lease::{Attempt, LeaseLock};
+    let s = sim(0).await;
+    let api = |id: &str| Api::<Lease>::namespaced(client(sim_addr(&s), id), "wasm-informer");
+    let lease = Duration::from_millis(LEASE_MS);
+    let lock = |id: &str| LeaseLock::new(api(id), "election", id, lease, Default::default());
+    let (mut a, mut b) = (lock("rep-a"), lock("rep-b"));
+    let delete = || async {
+        api("operator")
+            .delete("election", &DeleteParams::default())
+            .await
+            .unwrap();
+    };
+    assert!(matches!(
+        a.try_acquire_or_renew().await,
+        Attempt::Held { acquired: true, .. }
+    ));
+    assert!(matches!(
+        b.try_acquire_or_renew().await,
+        Attempt::Taken { .. }
+    ));
+    delete().await;
+    let r = b.try_acquire_or_renew().await;
+    assert!(
+        matches!(r, Attempt::Taken { ref holder, .. } if holder == "rep-a"),
+        "the standby took a Lease whose holder does not know it is gone: {r:?}"
+    );
+    // The holder's next renewal recreates it, and goes on holding it.
+    assert!(matches!(
+        a.try_acquire_or_renew().await,
+        Attempt::Held { .. }
+    ));
+    assert!(matches!(
+        b.try_acquire_or_renew().await,
+        Attempt::Taken { .. }
+    ));
+    // Deleted and never recreated (the holder died): free a lease duration
+    // after the standby last saw it change.
+    delete().await;
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    assert!(matches!(
+        b.try_acquire_or_renew().await,
+        Attempt::Held { acquired: true, .. }
+    ));
     s.shutdown().await;
 }

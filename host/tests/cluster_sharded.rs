@@ -1,11 +1,14 @@
 //! Sharding across processes: replicas in `[cluster] mode = "sharded"`
 //! against one `wasm-informer sim`, with pods churned through the API.
 //!
-//! Oracles: consistent cuts of every live replica's `/cluster?keys=1`
-//! (which keys each delivers; a cut counts only when no replica changed what
-//! it delivers since the cut began), the simulator's store (which pods exist,
-//! at which resourceVersion), and what each replica's plugin logged it
-//! handled (the duplicate-handling and final-state oracles).
+//! Oracles: the history checker over the simulator's request log (every
+//! pod write of the `annotate` plugin judged against its writer's claimed
+//! arcs, rebuilt from the Lease history with an independent ring model),
+//! the simulator's store (which pods exist, at which resourceVersion), and
+//! what each replica's plugin logged it handled (the duplicate-handling and
+//! final-state oracles). Consistent cuts of the replicas' `/cluster?keys=1`
+//! serve to wait until the ring has settled and to see that a settled ring
+//! leaves no key unowned.
 
 mod cluster_support;
 mod host_support;
@@ -23,6 +26,22 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
     let lease = Duration::from_millis(t.lease_ms);
     let retry = Duration::from_millis(t.retry_ms);
     let fx = cluster_fixture("sharded", t, 90);
+    // A writing plugin beside event-log: it annotates every pod that lacks
+    // the annotation, so each replica writes the keys it delivers.
+    std::fs::copy(
+        plugin_artifacts::ANNOTATE,
+        fx.path().join("wasm/annotate.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        fx.path().join("plugins/annotate.toml"),
+        format!(
+            "name = \"annotate\"\nwasm = \"../wasm/annotate.wasm\"\nresources = [\"v1/pods\"]\n\
+             queue_capacity = 4096\ntimeout_ms = 20000\nwrite_qps = 0\nwrite_timeout_ms = 10000\n\n\
+             [config]\nkey = \"{SEEN}\"\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n"
+        ),
+    )
+    .unwrap();
     let sim = Sim::start(fx.path());
     let mut gone: Vec<Replica> = Vec::new();
     let mut live: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
@@ -58,6 +77,7 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
     );
 
     let churn = Churn::start(sim.addr, stable.clone(), Duration::from_millis(30));
+    let unmark = Unmark::start(sim.addr, stable.clone());
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
         s.sample(&live.iter().collect::<Vec<_>>(), &stable);
@@ -146,6 +166,7 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
 
     // Churn stops; every pod's final state reached some live replica's plugin.
     let ops = churn.stop();
+    let unmarked = unmark.stop();
     let pods = sim.pods();
     wait_until("final states at the live replicas", LONG, || {
         let evs: Vec<Event> = live.iter().flat_map(|r| r.events()).collect();
@@ -172,11 +193,24 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
         s.settled,
         dups.len()
     );
-    assert!(
-        s.doubly.is_empty(),
-        "keys owned by two live replicas: {:?}",
-        s.doubly
+    // The server's verdict: no pod written by a replica outside its claimed
+    // arcs, after another's acquisition, or by two in overlapping tenures.
+    let verdict = pod_write_verdict(&sim, t.lease_ms);
+    eprintln!(
+        "{unmarked} annotations removed; checker: writes {}, tenures {}, takeovers {}, keys moved {}, violations {}",
+        verdict.writes,
+        verdict.tenures,
+        verdict.takeovers,
+        verdict.keys_moved,
+        verdict.violations.len()
     );
+    assert!(
+        verdict.violations.is_empty(),
+        "pod writes of two replicas' tenures: {:#?}",
+        verdict.violations
+    );
+    assert!(verdict.takeovers > 0, "no key changed hands: {verdict:?}");
+    assert!(verdict.writes > stable.len(), "too few writes: {verdict:?}");
     assert!(
         s.uncovered.is_empty(),
         "settled cuts with unowned keys: {:?}",
@@ -184,6 +218,97 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
     );
     assert!(s.settled >= 5, "too few settled samples: {s:?}");
     assert!(dups.is_empty(), "duplicate handlings: {dups:#?}");
+}
+
+/// The annotation the `annotate` plugin keeps on every pod.
+const SEEN: &str = "test.wasm-informer.dev/seen";
+
+/// Takes [`SEEN`] off the stable pods in turn, every 20 ms, so that their
+/// owners keep writing them.
+struct Unmark {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Unmark {
+    fn start(addr: std::net::SocketAddr, keys: Vec<String>) -> Unmark {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !s2.load(std::sync::atomic::Ordering::SeqCst) {
+                let (ns, name) = keys[n as usize * 7 % keys.len()].split_once('/').unwrap();
+                let body = format!(r#"{{"metadata":{{"annotations":{{"{SEEN}":null}}}}}}"#);
+                host_support::http_request(
+                    addr,
+                    "PATCH",
+                    &format!("/api/v1/namespaces/{ns}/pods/{name}"),
+                    Some(("application/merge-patch+json", &body)),
+                );
+                n += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            n
+        });
+        Unmark { stop, thread }
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The history checker over the replicas' pod writes. A pod's shard key is
+/// its controller owner's (`group/Kind/namespace/name`), else its own, as
+/// the simulator stores it; a pod gone by now (the churn's, which have no
+/// owner) is keyed by itself.
+fn pod_write_verdict(sim: &Sim, lease_ms: u64) -> cluster_support::history::Verdict {
+    use cluster_support::history::{History, Mode, Rules, Write};
+    let (code, body) = sim.request("GET", "/api/v1/pods", None);
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut keys = std::collections::BTreeMap::new();
+    for p in v["items"].as_array().unwrap() {
+        let m = &p["metadata"];
+        let (ns, name) = (
+            m["namespace"].as_str().unwrap(),
+            m["name"].as_str().unwrap(),
+        );
+        let owner = m["ownerReferences"]
+            .as_array()
+            .and_then(|a| a.iter().find(|o| o["controller"] == true));
+        let key = match owner {
+            Some(o) => {
+                let api = o["apiVersion"].as_str().unwrap_or("");
+                let group = api.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+                format!(
+                    "{group}/{}/{ns}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["name"].as_str().unwrap()
+                )
+            }
+            None => format!("/Pod/{ns}/{name}"),
+        };
+        keys.insert(format!("/api/v1/namespaces/{ns}/pods/{name}"), key);
+    }
+    let key_of = |w: &Write| -> Option<String> {
+        let rest = w.path.strip_prefix("/api/v1/namespaces/")?;
+        let (ns, name) = rest.split_once("/pods/")?;
+        Some(
+            keys.get(&w.path)
+                .cloned()
+                .unwrap_or_else(|| format!("/Pod/{ns}/{name}")),
+        )
+    };
+    let judged =
+        |w: &Write| w.replica.is_some() && w.method == "PATCH" && w.path.contains("/pods/");
+    let h = History::from_log(&sim.requests(), "wasm-informer", lease_ms);
+    h.check(&Rules {
+        mode: Mode::Sharded { key_of: &key_of },
+        judged: &judged,
+        children: None,
+    })
 }
 
 /// The namespace of the controller test's objects.

@@ -326,7 +326,7 @@ async fn a_replayed_recording_gives_the_verdicts_the_shadow_gave_on_the_same_str
         dir: dir.to_path_buf(),
         host: HostSettings::load(&host_toml).unwrap(),
     };
-    let mut sim = EmbeddedSim::start(
+    let sim = EmbeddedSim::start(
         &config.host.sim,
         "127.0.0.1:0".parse().unwrap(),
         &dir.join("kc"),

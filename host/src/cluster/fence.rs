@@ -24,10 +24,16 @@
 //! same timeout. A request that passes can reach the server no later than the
 //! fence's deadline.
 //!
+//! For tests only: with the environment variable [`TEST_DISABLE_ENV`] set to
+//! `1`, [`Fence::admit`] lets every call through with its own deadline (and
+//! logs a warning once). It is the seeded bug the cluster tests' history
+//! checker must catch; it is read here and nowhere else, and no
+//! configuration turns it on.
+//!
 //! Invariant: once [`Fence::shut`] has been called the fence never opens
 //! again; [`Fence::close`] only until the next successful renewal.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -51,6 +57,23 @@ pub enum Fenced {
     /// have acted in between).
     #[error("the event began under an earlier tenure of the lease, which was lost since")]
     StaleTenure,
+}
+
+/// Test only: set to `1`, the write path's fence check admits everything.
+pub const TEST_DISABLE_ENV: &str = "WASM_INFORMER_TEST_DISABLE_FENCE";
+
+/// Whether [`TEST_DISABLE_ENV`] is `1` (read once).
+fn disabled_for_tests() -> bool {
+    static DISABLED: OnceLock<bool> = OnceLock::new();
+    *DISABLED.get_or_init(|| {
+        let on = std::env::var(TEST_DISABLE_ENV).is_ok_and(|v| v == "1");
+        if on {
+            tracing::warn!(
+                "{TEST_DISABLE_ENV}=1: the fence admits every write (a seeded bug for tests; never set it in a deployment)"
+            );
+        }
+        on
+    })
 }
 
 /// The shortest time a request is sent with: less than this left of the
@@ -146,6 +169,9 @@ impl Fence {
     /// the tenure is over (the lease was lost, even if it was won back
     /// since), or too little of it is left for a request.
     pub fn admit(&self, tenure: Option<Tenure>, deadline: Instant) -> Result<Instant, Fenced> {
+        if disabled_for_tests() {
+            return Ok(deadline);
+        }
         let now = Instant::now();
         let mut st = self.state.lock();
         if st.shut {

@@ -47,9 +47,14 @@
 //!   the view being written; nothing is delivered while the lease is not held.
 //! - On losing the lease (no renewal within the renew deadline) the fence is
 //!   closed, then delivery is narrowed to nothing, and the claim is withdrawn.
-//! - A clean shutdown narrows to nothing, waits for the plugins, then deletes
-//!   the Lease, so peers take the keys at their next read. The Lease of a
-//!   replica that died is deleted by the first peer that sees it expired.
+//! - A clean shutdown narrows to nothing, waits for the plugins, withdraws
+//!   its claim (a renewal without a view), then deletes the Lease, so peers
+//!   take the keys at their next read. The Lease of a replica that died is
+//!   deleted by the first peer that sees it expired.
+//! - A peer's Lease that disappears while it still claims arcs (deleted by
+//!   someone else: its holder does not know and goes on delivering until its
+//!   next renewal recreates it) keeps its claim until its lease expires, as
+//!   an unchanged Lease would.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -410,9 +415,27 @@ impl Member {
                 },
             );
         }
+        // Leases deleted while they still claimed arcs stay until they
+        // expire (see `claims_until_expiry`).
+        for (name, p) in std::mem::take(&mut self.st.peers) {
+            if !peers.contains_key(&name) && self.claims_until_expiry(&p, now) {
+                peers.insert(name, p);
+            }
+        }
         self.st.peers = peers;
         self.st.stale_read = false;
         true
+    }
+
+    /// Whether a peer whose Lease is gone still counts as claiming its arcs:
+    /// it was live and claimed some when last seen, and its lease has not
+    /// expired since. A deletion says nothing to the holder (a replica
+    /// withdraws its claim before it deletes its own Lease), which goes on
+    /// delivering until its next renewal.
+    fn claims_until_expiry(&self, p: &Peer, now: Instant) -> bool {
+        p.observation.holder.is_some()
+            && !p.view.is_empty()
+            && now < p.observation.expires(self.config.timing.lease_duration)
     }
 
     /// Records what the watch saw; returns whether membership or a claim
@@ -420,7 +443,17 @@ impl Member {
     fn seen(&mut self, seen: Seen) -> bool {
         let now = Instant::now();
         match seen {
-            Seen::Gone(name) => self.st.peers.remove(&name).is_some(),
+            Seen::Gone(name) => {
+                let keep = self
+                    .st
+                    .peers
+                    .get(&name)
+                    .is_some_and(|p| self.claims_until_expiry(p, now));
+                // Deleted while it still claimed arcs (by an operator, not by
+                // its holder, which withdraws its claim first): kept until
+                // its lease expires, as if it were unchanged.
+                !keep && self.st.peers.remove(&name).is_some()
+            }
             Seen::Upsert(lease) => {
                 let Some(name) = lease.metadata.name.clone() else {
                     return false;

@@ -16,7 +16,7 @@
 //!   its lease can expire for the others.
 //! - Shutdown order: fence shut, delivery narrowed to nothing and waited for,
 //!   then (after the host drained its plugins) the lease released (leader) or
-//!   deleted (sharded).
+//!   its claim withdrawn and the lease deleted (sharded).
 
 pub mod delivery;
 pub mod elector;
@@ -415,7 +415,16 @@ impl Cluster {
             .retry_period
             .max(std::time::Duration::from_secs(1));
         let done = match self.settings.mode {
-            ClusterMode::Sharded => tokio::time::timeout(limit, lock.delete()).await,
+            ClusterMode::Sharded => {
+                // Withdraw the claim first (a renewal without a view): peers
+                // keep the claim of a Lease that merely disappears until it
+                // expires, but take arcs withdrawn this way at once.
+                if lock.observed_holder().as_deref() == Some(lock.identity()) {
+                    lock.set_annotation(membership::VIEW_ANNOTATION, None);
+                    let _ = tokio::time::timeout(limit, lock.try_acquire_or_renew()).await;
+                }
+                tokio::time::timeout(limit, lock.delete()).await
+            }
             _ => tokio::time::timeout(limit, lock.release()).await,
         };
         match done {

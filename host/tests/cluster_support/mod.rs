@@ -3,11 +3,18 @@
 //! request log, the plugins' event lines, and the oracles the tests share.
 //!
 //! The oracles are independent of the cluster code: the simulator's request
-//! log (who wrote what, when, with what result), its store (what exists), and
-//! what each replica's plugin logged it handled (the `event-log` test plugin,
-//! one line per event, timestamped by the host's log on one machine clock).
+//! log (who wrote what, when, with what result) and the Lease history in it,
+//! judged by the history checker ([`history`]) with an independent model of
+//! the ring ([`ring_model`]), its store (what exists), and what each
+//! replica's plugin logged it handled (the `event-log` test plugin, one line
+//! per event, timestamped by the host's log on one machine clock). [`proxy`]
+//! freezes one replica's traffic.
 
 #![allow(dead_code)]
+
+pub mod history;
+pub mod proxy;
+pub mod ring_model;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -424,7 +431,20 @@ pub struct Replica {
 impl Replica {
     /// Starts a replica of config `dir` against `sim`, as `identity`.
     pub fn start(dir: &Path, sim: &Sim, identity: &str) -> Replica {
+        Replica::start_with(dir, &sim.kubeconfig, identity, &[])
+    }
+
+    /// Starts a replica of config `dir` against the API server of
+    /// `kubeconfig`, as `identity`, with `env` added.
+    pub fn start_with(
+        dir: &Path,
+        kubeconfig: &Path,
+        identity: &str,
+        env: &[(&str, &str)],
+    ) -> Replica {
         let started_micros = now_micros();
+        let mut all: Vec<(&str, &str)> = vec![("KUBECONFIG", kubeconfig.to_str().unwrap())];
+        all.extend_from_slice(env);
         let mut proc = HostProc::spawn_env(
             &[
                 "run",
@@ -437,7 +457,7 @@ impl Replica {
                 "--metrics-addr",
                 "127.0.0.1:0",
             ],
-            &[("KUBECONFIG", sim.kubeconfig.to_str().unwrap())],
+            &all,
         );
         let metrics = proc.metrics_addr();
         Replica {
@@ -686,52 +706,6 @@ pub fn unowned<'a>(cut: &Cut, stable: &'a [String]) -> Vec<&'a String> {
         .collect()
 }
 
-/// A stretch during which one replica held the election lease, from the
-/// simulator's request log: from its first accepted write of the lease as
-/// holder to its release, or to its last accepted renewal plus the lease's
-/// validity (lease duration minus the fence margin).
-#[derive(Debug, Clone)]
-pub struct Tenure {
-    pub holder: String,
-    pub from: u64,
-    pub to: u64,
-    pub released: bool,
-}
-
-/// Tenures of the election lease at `path` (its creation, a POST to the
-/// collection, included), in order.
-pub fn tenures(reqs: &[Req], path: &str, validity_micros: u64) -> Vec<Tenure> {
-    let (collection, name) = path.rsplit_once('/').unwrap();
-    let mut out: Vec<Tenure> = Vec::new();
-    for r in reqs.iter().filter(|r| r.is_accepted_write()) {
-        let body: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
-        let creates =
-            r.method == "POST" && r.path == collection && body["metadata"]["name"] == name;
-        if r.path != path && !creates {
-            continue;
-        }
-        let holder = body["spec"]["holderIdentity"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        match out.last_mut() {
-            Some(t) if !t.released && t.holder == holder => t.to = r.at_micros + validity_micros,
-            Some(t) if !t.released && holder.is_empty() => {
-                t.to = r.at_micros;
-                t.released = true;
-            }
-            _ if holder.is_empty() => {}
-            _ => out.push(Tenure {
-                holder,
-                from: r.at_micros,
-                to: r.at_micros + validity_micros,
-                released: false,
-            }),
-        }
-    }
-    out
-}
-
 /// What the sampler has seen.
 #[derive(Debug, Default)]
 pub struct Sampling {
@@ -814,37 +788,5 @@ pub fn lease_history(reqs: &[Req], path: &str) -> Vec<(u64, String)> {
         })
         .collect();
     out.sort();
-    out
-}
-
-/// The history checker of leader mode: every applied write that `counts`
-/// selects must lie, in resourceVersion order, inside a tenure of the replica
-/// that sent it: the last change of the Lease's holder before the write's
-/// resourceVersion made that replica the holder, and no release or other
-/// acquisition came in between. Writes without a replica's user agent (the
-/// test's own) are not judged. Returns one line per violation.
-pub fn writes_outside_tenure(
-    reqs: &[Req],
-    lease_path: &str,
-    counts: impl Fn(&Req) -> bool,
-) -> Vec<String> {
-    let history = lease_history(reqs, lease_path);
-    let mut out = Vec::new();
-    for w in reqs.iter().filter(|r| r.is_accepted_write() && counts(r)) {
-        let (Some(rv), Some(who)) = (w.written_rv, w.replica()) else {
-            continue;
-        };
-        let holder = history
-            .iter()
-            .take_while(|(at, _)| *at < rv)
-            .last()
-            .map(|(_, h)| h.as_str());
-        if holder != Some(who) {
-            out.push(format!(
-                "{who} wrote {} {} at rv {rv} while the Lease was held by {holder:?}",
-                w.method, w.path
-            ));
-        }
-    }
     out
 }
