@@ -466,3 +466,139 @@ async fn a_replayed_recording_gives_the_verdicts_the_shadow_gave_on_the_same_str
     );
     assert!(l.values().any(|v| *v == Outcome::Differs) && l.values().any(|v| *v == Outcome::Same));
 }
+
+/// A controller and its shadow, the same component: the shadow reconciles
+/// the live controller's keys on its own queue and workers, every write it
+/// sends is a dry run, and two identical versions never differ. (A shadow
+/// that reads the cluster after the live version acted may intend nothing
+/// where the live one wrote, which counts as `only_live`, never `differs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controllers_shadow_reconciles_in_dry_run_and_an_identical_one_never_differs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.join("wasm")).unwrap();
+    std::fs::copy(
+        plugin_artifacts::SERVICE_EXPOSER,
+        dir.join("wasm/service-exposer.wasm"),
+    )
+    .unwrap();
+    let host_toml = dir.join("host.toml");
+    std::fs::write(
+        &host_toml,
+        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 10\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 40\nexpose_fraction = 0.5\ndeployment_churn = 0\n",
+    )
+    .unwrap();
+    let config = ConfigDir {
+        dir: dir.to_path_buf(),
+        host: HostSettings::load(&host_toml).unwrap(),
+    };
+    let sim = EmbeddedSim::start(
+        &config.host.sim,
+        "127.0.0.1:0".parse().unwrap(),
+        &dir.join("kc"),
+    )
+    .await
+    .unwrap();
+    let controller = |name: &str, extra: &str| {
+        format!(
+            "name = \"{name}\"\nwasm = \"../wasm/service-exposer.wasm\"\nfor = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\nmemory_mb = 32\n{extra}"
+        )
+    };
+    std::fs::write(
+        dir.join("plugins/exposer.toml"),
+        controller(
+            "exposer",
+            "write_qps = 500\nwrite_burst = 1000\n[[write]]\nresource = \"v1/services\"\nverbs = [\"create\", \"patch\", \"delete\"]\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("plugins/exposer-next.toml"),
+        controller("exposer-next", "shadow_of = \"exposer\"\n"),
+    )
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    let events = host.reconcile().await;
+    assert!(
+        events.iter().all(|e| e.error.is_none()) && events.len() == 2,
+        "{events:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(wasm_informer::shadow::DEFAULT_WINDOW + Duration::from_secs(2)).await;
+
+    let log = sim.running().unwrap().request_log().entries();
+    let by = |name: &str| -> Vec<_> {
+        let manager = format!("wasm-informer/{name}");
+        log.iter()
+            .filter(|r| r.method != "GET" && r.param("fieldManager").as_deref() == Some(&manager))
+            .cloned()
+            .collect()
+    };
+    // Services are applied (a server-side apply creates them: 201).
+    let live_creates: BTreeSet<String> = by("exposer")
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.status == 201)
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(
+        live_creates.len() >= 10,
+        "the live controller created {live_creates:?}; its writes: {:?}",
+        by("exposer")
+            .iter()
+            .map(|r| (r.method.clone(), r.status))
+            .take(10)
+            .collect::<Vec<_>>()
+    );
+    let shadow_writes = by("exposer-next");
+    assert!(!shadow_writes.is_empty(), "the shadow sent nothing");
+    for w in &shadow_writes {
+        assert_eq!(
+            w.param("dryRun").as_deref(),
+            Some("All"),
+            "a shadow write went without dryRun=All: {} {}",
+            w.method,
+            w.path
+        );
+    }
+    let r = host.shadow_reports(true).remove(0);
+    assert_eq!(
+        r.counts.differs,
+        0,
+        "identical versions differ: {:?}",
+        r.keys
+            .iter()
+            .filter(|(_, v)| v.verdict == Outcome::Differs)
+            .take(3)
+            .collect::<Vec<_>>()
+    );
+    assert!(r.counts.same > 0, "{:?}", r.counts);
+    // The server holds one Service per exposed Deployment: the live
+    // version's, none of the shadow's.
+    let services =
+        kube::Api::<k8s_openapi::api::core::v1::Service>::all(sim.client().await.unwrap())
+            .list(&Default::default())
+            .await
+            .unwrap();
+    let managers: BTreeSet<String> = services
+        .items
+        .iter()
+        .flat_map(|s| s.metadata.managed_fields.clone().unwrap_or_default())
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        !managers.contains("wasm-informer/exposer-next"),
+        "a shadow write persisted: {managers:?}"
+    );
+    eprintln!(
+        "controller shadow: {:?} over {} objects; {} live creates, {} shadow writes, all dry runs",
+        r.counts,
+        r.objects,
+        live_creates.len(),
+        shadow_writes.len()
+    );
+    host.shutdown().await;
+    sim.shutdown().await;
+}
