@@ -65,6 +65,17 @@ const SYNC_POLL: Duration = Duration::from_millis(20);
 /// How often a new version that waits for the old one's reconciles says so.
 pub const HANDOVER_WARN_EVERY: Duration = Duration::from_secs(5);
 
+/// Where a controller version starts: the cluster it shares keys with, and
+/// the queue the previous version hands over.
+#[derive(Debug, Default)]
+pub struct Placement<'a> {
+    /// In leader or sharded mode: the cluster, whose ownership the
+    /// controller follows.
+    pub cluster: Option<&'a Arc<Cluster>>,
+    /// The previous version's queue, if it reconciled the same primary.
+    pub handed: Option<HandedQueue>,
+}
+
 /// A controller's work queue on its way from one version to the next.
 #[derive(Clone)]
 pub struct HandedQueue {
@@ -116,9 +127,9 @@ impl ControllerPart {
         services: HostServices,
         manifest: &PluginManifest,
         status: Arc<PluginStatus>,
-        cluster: Option<&Arc<Cluster>>,
-        handed: Option<HandedQueue>,
+        place: Placement<'_>,
     ) -> Result<Self, String> {
+        let Placement { cluster, handed } = place;
         let spec = manifest
             .controller
             .clone()

@@ -977,8 +977,10 @@ impl Host {
                 services.clone(),
                 manifest,
                 status.clone(),
-                self.options.cluster.as_ref(),
-                handed,
+                crate::controller::Placement {
+                    cluster: self.options.cluster.as_ref(),
+                    handed,
+                },
             )
             .await
             .map_err(&restore)?;
