@@ -8,6 +8,7 @@
 //! labels), never the host's own account of what it sent.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use apisim::Subresource;
@@ -38,37 +39,34 @@ annotation = "{annotation}"
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in_dry_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// A config directory in `dir` with `component` as `wasm/FILE`, host.toml's
+/// `[sim]` table `sim`, and the embedded simulator it describes.
+async fn setup(dir: &Path, component: &str, file: &str, sim: &str) -> (EmbeddedSim, ConfigDir) {
     std::fs::create_dir_all(dir.join("plugins")).unwrap();
     std::fs::create_dir_all(dir.join("wasm")).unwrap();
-    std::fs::copy(
-        plugin_artifacts::LABEL_ENFORCER,
-        dir.join("wasm/label-enforcer.wasm"),
-    )
-    .unwrap();
+    std::fs::copy(component, dir.join("wasm").join(file)).unwrap();
     let host_toml = dir.join("host.toml");
     std::fs::write(
         &host_toml,
-        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 90\nnamespaces = 3\nchurn_per_second = 15\ndeployments = 0\n",
+        format!("metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\n{sim}"),
     )
     .unwrap();
     let config = ConfigDir {
         dir: dir.to_path_buf(),
         host: HostSettings::load(&host_toml).unwrap(),
     };
-    let mut sim = EmbeddedSim::start(
+    let sim = EmbeddedSim::start(
         &config.host.sim,
         "127.0.0.1:0".parse().unwrap(),
         &dir.join("kc"),
     )
     .await
     .unwrap();
-    let running = sim.running().unwrap();
-    // `team-next`: the same as `team`, but in one namespace.
-    let store = running.store().clone();
+    (sim, config)
+}
+
+/// `team-next` on the seeded namespaces: their `team`, but in [`DIFFERENT`].
+fn annotate_team_next(store: &apisim::store::Store) {
     let nsr = store.rid("v1", "namespaces");
     for i in 0..2 {
         let ns = format!("ns-{i}");
@@ -84,13 +82,28 @@ async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in
             })
             .unwrap();
     }
+}
+
+/// The live plugin's grants and rate.
+const LIVE_GRANTS: &str =
+    "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in_dry_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (mut sim, config) = setup(
+        dir,
+        plugin_artifacts::LABEL_ENFORCER,
+        "label-enforcer.wasm",
+        "pods = 90\nnamespaces = 3\nchurn_per_second = 15\ndeployments = 0\n",
+    )
+    .await;
+    let running = sim.running().unwrap();
+    annotate_team_next(running.store());
     std::fs::write(
         dir.join(format!("plugins/{LIVE}.toml")),
-        manifest(
-            LIVE,
-            "team",
-            "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
-        ),
+        manifest(LIVE, "team", LIVE_GRANTS),
     )
     .unwrap();
     std::fs::write(
@@ -226,30 +239,13 @@ async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in
 async fn a_shadow_without_its_live_plugin_or_with_another_subscription_is_rejected() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    std::fs::create_dir_all(dir.join("wasm")).unwrap();
-    std::fs::copy(
+    let (sim, config) = setup(
+        dir,
         plugin_artifacts::LABEL_ENFORCER,
-        dir.join("wasm/label-enforcer.wasm"),
+        "label-enforcer.wasm",
+        "pods = 10\nnamespaces = 2\nchurn_per_second = 0\ndeployments = 0\n",
     )
-    .unwrap();
-    let host_toml = dir.join("host.toml");
-    std::fs::write(
-        &host_toml,
-        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 10\nnamespaces = 2\nchurn_per_second = 0\ndeployments = 0\n",
-    )
-    .unwrap();
-    let config = ConfigDir {
-        dir: dir.to_path_buf(),
-        host: HostSettings::load(&host_toml).unwrap(),
-    };
-    let sim = EmbeddedSim::start(
-        &config.host.sim,
-        "127.0.0.1:0".parse().unwrap(),
-        &dir.join("kc"),
-    )
-    .await
-    .unwrap();
+    .await;
     std::fs::write(
         dir.join(format!("plugins/{SHADOW}.toml")),
         manifest(SHADOW, "team-next", &format!("shadow_of = \"{LIVE}\"\n")),
@@ -272,11 +268,7 @@ async fn a_shadow_without_its_live_plugin_or_with_another_subscription_is_reject
     // The live plugin, and a shadow that watches something else.
     std::fs::write(
         dir.join(format!("plugins/{LIVE}.toml")),
-        manifest(
-            LIVE,
-            "team",
-            "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
-        ),
+        manifest(LIVE, "team", LIVE_GRANTS),
     )
     .unwrap();
     std::fs::write(
@@ -309,57 +301,18 @@ async fn a_shadow_without_its_live_plugin_or_with_another_subscription_is_reject
 async fn a_replayed_recording_gives_the_verdicts_the_shadow_gave_on_the_same_stream() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    std::fs::create_dir_all(dir.join("wasm")).unwrap();
-    std::fs::copy(
+    let (sim, config) = setup(
+        dir,
         plugin_artifacts::LABEL_ENFORCER,
-        dir.join("wasm/label-enforcer.wasm"),
+        "label-enforcer.wasm",
+        "pods = 60\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 0\n",
     )
-    .unwrap();
-    let host_toml = dir.join("host.toml");
-    std::fs::write(
-        &host_toml,
-        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 60\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 0\n",
-    )
-    .unwrap();
-    let config = ConfigDir {
-        dir: dir.to_path_buf(),
-        host: HostSettings::load(&host_toml).unwrap(),
-    };
-    let sim = EmbeddedSim::start(
-        &config.host.sim,
-        "127.0.0.1:0".parse().unwrap(),
-        &dir.join("kc"),
-    )
-    .await
-    .unwrap();
+    .await;
     let store = sim.running().unwrap().store().clone();
-    let nsr = store.rid("v1", "namespaces");
-    for i in 0..2 {
-        let ns = format!("ns-{i}");
-        let next = if ns == DIFFERENT {
-            "team-other".to_string()
-        } else {
-            team_of(i)
-        };
-        store
-            .update_with(nsr, "", &ns, Subresource::Main, |mut v| {
-                v["metadata"]["annotations"]["team-next"] = json!(next);
-                Ok(v)
-            })
-            .unwrap();
-    }
+    annotate_team_next(&store);
     let live_manifest = dir.join(format!("plugins/{LIVE}.toml"));
     let shadow_manifest = dir.join(format!("plugins/{SHADOW}.toml"));
-    std::fs::write(
-        &live_manifest,
-        manifest(
-            LIVE,
-            "team",
-            "write_qps = 500\nwrite_burst = 1000\n\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
-        ),
-    )
-    .unwrap();
+    std::fs::write(&live_manifest, manifest(LIVE, "team", LIVE_GRANTS)).unwrap();
     std::fs::write(
         &shadow_manifest,
         manifest(SHADOW, "team-next", &format!("shadow_of = \"{LIVE}\"\n")),
@@ -476,30 +429,13 @@ async fn a_replayed_recording_gives_the_verdicts_the_shadow_gave_on_the_same_str
 async fn a_controllers_shadow_reconciles_in_dry_run_and_an_identical_one_never_differs() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    std::fs::create_dir_all(dir.join("wasm")).unwrap();
-    std::fs::copy(
+    let (sim, config) = setup(
+        dir,
         plugin_artifacts::SERVICE_EXPOSER,
-        dir.join("wasm/service-exposer.wasm"),
+        "service-exposer.wasm",
+        "pods = 10\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 40\nexpose_fraction = 0.5\ndeployment_churn = 0\n",
     )
-    .unwrap();
-    let host_toml = dir.join("host.toml");
-    std::fs::write(
-        &host_toml,
-        "metrics_addr = \"127.0.0.1:0\"\ncache_dir = \"cache\"\n[sim]\npods = 10\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 40\nexpose_fraction = 0.5\ndeployment_churn = 0\n",
-    )
-    .unwrap();
-    let config = ConfigDir {
-        dir: dir.to_path_buf(),
-        host: HostSettings::load(&host_toml).unwrap(),
-    };
-    let sim = EmbeddedSim::start(
-        &config.host.sim,
-        "127.0.0.1:0".parse().unwrap(),
-        &dir.join("kc"),
-    )
-    .await
-    .unwrap();
+    .await;
     let controller = |name: &str, extra: &str| {
         format!(
             "name = \"{name}\"\nwasm = \"../wasm/service-exposer.wasm\"\nfor = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\nmemory_mb = 32\n{extra}"

@@ -665,6 +665,25 @@ mod server_tests {
         ))
     }
 
+    /// `a` holds the Lease, `b` has seen it held, then someone else deletes it.
+    async fn held_then_deleted(
+        d: Duration,
+    ) -> (apisim::RunningSim, Api<Lease>, LeaseLock, LeaseLock) {
+        let (sim, api) = api().await;
+        let mut holder = lock(&api, "a", "a", d);
+        let mut standby = lock(&api, "b", "b", d);
+        assert!(matches!(
+            holder.try_acquire_or_renew().await,
+            Attempt::Held { .. }
+        ));
+        assert!(matches!(
+            standby.try_acquire_or_renew().await,
+            Attempt::Taken { .. }
+        ));
+        api.delete("lock", &DeleteParams::default()).await.unwrap();
+        (sim, api, holder, standby)
+    }
+
     #[tokio::test]
     async fn a_second_process_with_the_same_identity_never_writes_while_the_first_renews() {
         let d = Duration::from_millis(1500);
@@ -716,18 +735,7 @@ mod server_tests {
     #[tokio::test]
     async fn a_deleted_lease_is_not_created_again_before_its_holder_has_stopped() {
         let d = Duration::from_millis(1500);
-        let (_sim, api) = api().await;
-        let mut holder = lock(&api, "a", "a", d);
-        let mut standby = lock(&api, "b", "b", d);
-        assert!(matches!(
-            holder.try_acquire_or_renew().await,
-            Attempt::Held { .. }
-        ));
-        assert!(matches!(
-            standby.try_acquire_or_renew().await,
-            Attempt::Taken { .. }
-        ));
-        api.delete("lock", &DeleteParams::default()).await.unwrap();
+        let (_sim, api, _holder, mut standby) = held_then_deleted(d).await;
         let missing = Instant::now();
         // Until a lease duration after it found the Lease missing, the
         // standby does not create it.
@@ -755,18 +763,7 @@ mod server_tests {
     #[tokio::test]
     async fn the_holder_of_a_deleted_lease_creates_it_again_at_once() {
         let d = Duration::from_millis(1500);
-        let (_sim, api) = api().await;
-        let mut holder = lock(&api, "a", "a", d);
-        let mut standby = lock(&api, "b", "b", d);
-        assert!(matches!(
-            holder.try_acquire_or_renew().await,
-            Attempt::Held { .. }
-        ));
-        assert!(matches!(
-            standby.try_acquire_or_renew().await,
-            Attempt::Taken { .. }
-        ));
-        api.delete("lock", &DeleteParams::default()).await.unwrap();
+        let (_sim, api, mut holder, mut standby) = held_then_deleted(d).await;
         assert!(matches!(
             holder.try_acquire_or_renew().await,
             Attempt::Held { .. }
