@@ -1171,3 +1171,68 @@ mod tests {
         assert!(scrape.samples.iter().any(|s| s.metric == "workqueue_depth"));
     }
 }
+
+#[cfg(test)]
+mod shadow_tests {
+    use super::*;
+    use crate::shadow::{Counts, ShadowReport};
+
+    struct WithShadow;
+    impl Observe for WithShadow {
+        fn report(&self) -> Report {
+            Report {
+                shadows: vec![ShadowReport {
+                    shadow: "enforcer-next".into(),
+                    live: "enforcer".into(),
+                    counts: Counts {
+                        same: 5,
+                        differs: 3,
+                        only_live: 1,
+                        only_shadow: 2,
+                    },
+                    ..Default::default()
+                }],
+                ..Report::default()
+            }
+        }
+        fn not_ready(&self) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_shadows_comparison_is_a_counter_by_outcome_and_top_reads_it_back() {
+        let text = to_prometheus_text(&render(Arc::new(WithShadow)));
+        for (o, n) in [
+            ("same", 5),
+            ("differs", 3),
+            ("only_live", 1),
+            ("only_shadow", 2),
+        ] {
+            let line = format!(
+                "wasm_informer_shadow_writes_total{{plugin=\"enforcer-next\",outcome=\"{o}\"}} {n}"
+            );
+            assert!(text.contains(&line), "{line} not in:\n{text}");
+        }
+        let s = crate::commands::top::parse_metrics(&text);
+        assert_eq!(s.report.shadows.len(), 1);
+        assert_eq!(
+            s.report.shadows[0].counts,
+            Counts {
+                same: 5,
+                differs: 3,
+                only_live: 1,
+                only_shadow: 2
+            }
+        );
+        let m = crate::commands::top::Model {
+            snapshot: Some(s),
+            ..Default::default()
+        };
+        let table = crate::commands::top::plain(&m);
+        assert!(
+            table.contains("shadow enforcer-next: 5 same, 3 differs, 1 only live, 2 only shadow"),
+            "{table}"
+        );
+    }
+}

@@ -152,6 +152,29 @@ pub fn parse_metrics(text: &str) -> Snapshot {
         };
         let label = |k: &str| labels.iter().find(|(l, _)| l == k).map(|(_, v)| v.as_str());
         let n = v.max(0.0) as u64;
+        if name == "wasm_informer_shadow_writes_total" {
+            if let (Some(shadow), Some(outcome)) = (label("plugin"), label("outcome")) {
+                let i = match s.report.shadows.iter().position(|r| r.shadow == shadow) {
+                    Some(i) => i,
+                    None => {
+                        s.report.shadows.push(crate::shadow::ShadowReport {
+                            shadow: shadow.to_string(),
+                            ..Default::default()
+                        });
+                        s.report.shadows.len() - 1
+                    }
+                };
+                let c = &mut s.report.shadows[i].counts;
+                match outcome {
+                    "same" => c.same = n,
+                    "differs" => c.differs = n,
+                    "only_live" => c.only_live = n,
+                    "only_shadow" => c.only_shadow = n,
+                    _ => {}
+                }
+            }
+            continue;
+        }
         if let Some(metric) = name.strip_prefix("wasm_informer_plugin_") {
             let Some(plugin) = label("plugin") else {
                 continue;
@@ -543,8 +566,20 @@ fn summary(m: &Model) -> String {
         .filter(|(_, n)| **n > 0)
         .map(|(a, n)| format!("{a} {n}"))
         .collect();
+    let shadows: String = s
+        .report
+        .shadows
+        .iter()
+        .map(|r| {
+            let c = &r.counts;
+            format!(
+                " · shadow {}: {} same, {} differs, {} only live, {} only shadow",
+                r.shadow, c.same, c.differs, c.only_live, c.only_shadow
+            )
+        })
+        .collect();
     format!(
-        "{ready} · {} plugin(s) · {} informer(s) · config errors {} · reloads: {}",
+        "{ready} · {} plugin(s) · {} informer(s) · config errors {} · reloads: {}{shadows}",
         s.report.plugins.len(),
         s.report.informers.len(),
         s.config_errors,
