@@ -46,7 +46,7 @@ fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
         Case {
             name: "unknown key",
             manifest: format!("name = \"bad\"\n{ok_head}fuel = 10\n"),
-            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `fuel`: unknown key (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `max_low_priority_wait_ms`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `quarantine_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`, `max_request_bytes`, `max_answer_bytes`)".into(),
+            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `fuel`: unknown key (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `max_low_priority_wait_ms`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `quarantine_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`, `max_request_bytes`, `max_answer_bytes`, `shadow_of`)".into(),
         },
         Case {
             name: "unknown resource",
@@ -56,7 +56,7 @@ fn bad_configs_are_rejected_with_exact_messages_and_running_set_unchanged() {
         Case {
             name: "a key one letter off",
             manifest: format!("name = \"bad\"\n{ok_head}timout_ms = 10\n"),
-            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `timout_ms`: unknown key; did you mean \"timeout_ms\"? (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `max_low_priority_wait_ms`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `quarantine_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`, `max_request_bytes`, `max_answer_bytes`)".into(),
+            expected: "config rejected: {dir}/plugins/bad.toml:4:1: key `timout_ms`: unknown key; did you mean \"timeout_ms\"? (expected one of `name`, `wasm`, `resources`, `for`, `owns`, `watches`, `workers`, `retry_base_delay_ms`, `retry_max_delay_ms`, `retry_qps`, `retry_burst`, `max_low_priority_wait_ms`, `namespace`, `label_selector`, `read`, `queue_capacity`, `fuel_per_event`, `timeout_ms`, `memory_mb`, `resync_seconds`, `quarantine_seconds`, `config`, `write`, `events`, `dry_run`, `write_qps`, `write_burst`, `write_timeout_ms`, `api_time_per_event_ms`, `max_request_bytes`, `max_answer_bytes`, `shadow_of`)".into(),
         },
         Case {
             name: "the RBAC verb update",
