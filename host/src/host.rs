@@ -621,6 +621,16 @@ impl Host {
                                     tracing::info!(plugin = %name, waited_ms = waited.as_millis() as u64, "the previous version's last reconcile ended; the new version starts");
                                 }
                             }
+                            // A shadow that now shadows another plugin (or none,
+                            // or goes by another name) leaves its old comparison.
+                            if let Some(was) = &o.manifest.shadow_of {
+                                let still = manifest.shadow_of.as_ref().map(|l| &l.value)
+                                    == Some(&was.value)
+                                    && old_name == name;
+                                if !still {
+                                    self.shadow_book(&was.value).detach(&old_name);
+                                }
+                            }
                             if old_name != name {
                                 let mut r = o.report();
                                 r.state = "removed".into();
