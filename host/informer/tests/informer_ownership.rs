@@ -388,21 +388,37 @@ impl Pipeline {
     }
 }
 
-#[tokio::test]
-async fn syncs_due_for_a_released_key_are_never_delivered() {
-    let p = Pipeline::with_pods(10);
-    let own = Ownership::new(Everything);
+/// An [`Announcing`] handler with a resync period on `p`, under `own`, whose
+/// replay of the `pods` cached pods has been handled: every permit is used.
+async fn resyncing(
+    p: &Pipeline,
+    own: &Arc<Ownership>,
+    name: &str,
+    pods: usize,
+) -> (
+    Arc<Semaphore>,
+    mpsc::UnboundedReceiver<NotificationRef>,
+    kube_informer::Registration,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let sem = Arc::new(Semaphore::new(10));
+    let sem = Arc::new(Semaphore::new(pods));
     let h = Announcing {
         permits: sem.clone(),
         tx,
     };
-    let _r = p
+    let r = p
         .processor
-        .add_handler(h, opts("resyncing", &own).resync(Duration::from_secs(60)))
+        .add_handler(h, opts(name, own).resync(Duration::from_secs(60)))
         .unwrap();
-    assert_eq!(quiet(&mut rx).await.len(), 10, "the replay");
+    assert_eq!(quiet(&mut rx).await.len(), pods, "the replay");
+    (sem, rx, r)
+}
+
+#[tokio::test]
+async fn syncs_due_for_a_released_key_are_never_delivered() {
+    let p = Pipeline::with_pods(10);
+    let own = Ownership::new(Everything);
+    let (sem, mut rx, _r) = resyncing(&p, &own, "resyncing", 10).await;
     // One live change is in the handler's hands (no permit left) while the
     // resync makes every key due a sync behind it.
     p.update("p1", 2);
@@ -429,17 +445,7 @@ async fn syncs_due_for_a_released_key_are_never_delivered() {
 async fn handover_waits_for_a_sync_batch_that_holds_a_released_key() {
     let p = Pipeline::with_pods(4);
     let own = Ownership::new(Everything);
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let sem = Arc::new(Semaphore::new(4));
-    let h = Announcing {
-        permits: sem.clone(),
-        tx,
-    };
-    let _r = p
-        .processor
-        .add_handler(h, opts("resyncing", &own).resync(Duration::from_secs(60)))
-        .unwrap();
-    assert_eq!(quiet(&mut rx).await.len(), 4, "the replay");
+    let (sem, mut rx, _r) = resyncing(&p, &own, "resyncing", 4).await;
     // The handler holds a sync (no permit left).
     p.resync();
     let held = recv(&mut rx).await;
@@ -476,17 +482,7 @@ async fn handover_waits_for_a_sync_batch_that_holds_a_released_key() {
 async fn a_standby_drops_its_sync_backlog() {
     let p = Pipeline::with_pods(8);
     let own = Ownership::new(Everything);
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let sem = Arc::new(Semaphore::new(8));
-    let h = Announcing {
-        permits: sem.clone(),
-        tx,
-    };
-    let _r = p
-        .processor
-        .add_handler(h, opts("leader", &own).resync(Duration::from_secs(60)))
-        .unwrap();
-    assert_eq!(quiet(&mut rx).await.len(), 8, "the replay");
+    let (sem, mut rx, _r) = resyncing(&p, &own, "leader", 8).await;
     p.resync();
     let _held = recv(&mut rx).await;
     // Leadership lost: the standby owns nothing and must not go on through
