@@ -305,6 +305,9 @@ struct Inner {
 pub struct ShadowBook {
     live: String,
     window: Duration,
+    /// A shadow runs: read without the lock on every write of the live
+    /// plugin, which most of the time has no shadow.
+    active: std::sync::atomic::AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -322,6 +325,7 @@ impl ShadowBook {
         Arc::new(Self {
             live: live.to_string(),
             window,
+            active: std::sync::atomic::AtomicBool::new(false),
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -335,6 +339,8 @@ impl ShadowBook {
                 ..Inner::default()
             };
         }
+        self.active
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The shadow `shadow` stopped: nothing more is compared.
@@ -343,6 +349,8 @@ impl ShadowBook {
         if i.shadow.as_deref() == Some(shadow) {
             i.shadow = None;
             i.waiting.clear();
+            self.active
+                .store(false, std::sync::atomic::Ordering::Release);
         }
     }
 
@@ -489,7 +497,7 @@ struct Sink {
 
 impl WriteIntents for Sink {
     fn intended(&self, request: &ApiRequest) {
-        if self.side == Side::Live && self.book.inner.lock().shadow.is_none() {
+        if !self.book.active.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
         if let Some(intent) = Intent::of(request) {
