@@ -51,7 +51,7 @@ use wasm_informer_runtime::{
 };
 
 use crate::cluster::Cluster;
-use crate::config::{ControllerSpec, PluginManifest, WatchBy};
+use crate::config::{ControllerSpec, PluginManifest};
 use crate::report::ControllerReport;
 
 /// The listener queue in front of each trigger. The trigger empties it into
@@ -233,18 +233,19 @@ impl ControllerPart {
             .ok_or_else(|| {
                 format!("{primary}: its informer stopped while the controller started")
             })?;
-        let namespaced = primary_spec.namespaced;
-        for owned in &spec.owns {
-            let map = KeyMap::ControllerOwner {
-                group: primary_spec.id.group.clone(),
-                kind: primary_spec.kind.clone(),
-                namespaced,
-            };
+        // The primary's own trigger is above; then `owns`, then `watches`.
+        let maps = spec.key_maps(
+            &primary_spec.id.group,
+            &primary_spec.kind,
+            primary_spec.namespaced,
+        );
+        let (owns_maps, watch_maps) = maps[1..].split_at(spec.owns.len());
+        for (owned, (_, map)) in spec.owns.iter().zip(owns_maps) {
             let reg = registry
                 .add_handler(
                     &owned.value,
                     trigger(map.clone(), false),
-                    options(false, false, &map),
+                    options(false, false, map),
                 )
                 .await
                 .map_err(|e| {
@@ -254,22 +255,12 @@ impl ControllerPart {
                 })?;
             triggers.push(reg);
         }
-        for (i, w) in spec.watches.iter().enumerate() {
-            let map = match &w.by {
-                WatchBy::Label(key) => KeyMap::Label {
-                    key: key.clone(),
-                    namespaced,
-                },
-                WatchBy::Annotation(key) => KeyMap::Annotation {
-                    key: key.clone(),
-                    namespaced,
-                },
-            };
+        for (i, (w, (_, map))) in spec.watches.iter().zip(watch_maps).enumerate() {
             let reg = registry
                 .add_handler(
                     &w.resource.value,
                     trigger(map.clone(), true),
-                    options(false, false, &map),
+                    options(false, false, map),
                 )
                 .await
                 .map_err(|e| {

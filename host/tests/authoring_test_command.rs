@@ -338,3 +338,88 @@ fn test_refuses_what_run_refuses_and_fails_what_did_not_run() {
     assert!(stderr.contains("every call failed"), "{stderr}");
     assert_eq!(out["summary"]["errors"], out["summary"]["steps"]);
 }
+
+/// A controller under `test` is driven as the host drives it: a Deployment
+/// queues its own key, a Service it controls queues the Deployment's (not
+/// its own), and a Service without a controller owner of that kind queues
+/// nothing. The oracle is the fixture's owner references.
+#[test]
+fn a_controller_is_reconciled_for_the_primary_key_each_object_queues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let manifest = json!({
+        "name": "exposer",
+        "wasm": plugin_artifacts::SERVICE_EXPOSER,
+        "for": "apps/v1/deployments",
+        "owns": ["v1/services"],
+        "write": [{"resource": "v1/services", "verbs": ["create", "patch", "delete"]}],
+    });
+    let manifest: toml::Value = toml::Value::try_from(&manifest).unwrap();
+    write(d, "plugin.toml", &toml::to_string(&manifest).unwrap());
+    let uid = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+    write(
+        d,
+        "objects.yaml",
+        &format!(
+            r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: demo, uid: {uid}, labels: {{expose: "true", app: web}}}}
+spec:
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: c, image: "img:1", ports: [{{containerPort: 80}}]}}]}}
+"#
+        ),
+    );
+    write(
+        d,
+        "events.yaml",
+        &format!(
+            r#"
+type: ADDED
+object:
+  apiVersion: v1
+  kind: Service
+  metadata:
+    name: web
+    namespace: demo
+    ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: web, uid: {uid}, controller: true}}]
+  spec: {{selector: {{app: web}}, ports: [{{name: port-80, port: 80, targetPort: 80, protocol: TCP}}]}}
+---
+type: ADDED
+object:
+  apiVersion: v1
+  kind: Service
+  metadata: {{name: by-hand, namespace: demo}}
+  spec: {{ports: [{{port: 81}}]}}
+"#
+        ),
+    );
+    let (code, out, stderr) = test_strict(d, &["--events", "events.yaml", "--allow-unmatched"]);
+    assert_eq!(code, 0, "{stderr}\n{out}");
+    let reconciled: Vec<(String, String)> = out["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["reconcile"]["resource"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                s["reconcile"]["key"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let dep = ("apps/v1/deployments".to_string(), "demo/web".to_string());
+    assert_eq!(
+        reconciled,
+        vec![dep.clone(), dep],
+        "the Deployment, then its Service's owner; the Service made by hand queues nothing: {out}"
+    );
+    // The first reconcile applies the Service; the second finds it matching.
+    let writes = |i: usize| out["steps"][i]["writes"].as_array().map_or(0, Vec::len);
+    assert_eq!((writes(0), writes(1)), (1, 0), "{out}");
+}

@@ -13,6 +13,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use kube_informer::workqueue::triggers::KeyMap;
 use kube_informer::workqueue::RateLimiterConfig;
 use serde::Deserialize;
 use toml::Spanned;
@@ -65,6 +66,37 @@ pub struct ControllerSpec {
 }
 
 impl ControllerSpec {
+    /// How each trigger's objects name the primary keys they queue: the
+    /// primary itself, then every `owns` resource (through the controller
+    /// owner reference of the primary's `group` and `kind`), then every
+    /// `[[watches]]` table, in manifest order. The one reading of the
+    /// triggers that the host's work queue and `test` share.
+    pub fn key_maps(&self, group: &str, kind: &str, namespaced: bool) -> Vec<(String, KeyMap)> {
+        let mut out = vec![(self.primary.value.clone(), KeyMap::Primary)];
+        for o in &self.owns {
+            let map = KeyMap::ControllerOwner {
+                group: group.to_string(),
+                kind: kind.to_string(),
+                namespaced,
+            };
+            out.push((o.value.clone(), map));
+        }
+        for w in &self.watches {
+            let map = match &w.by {
+                WatchBy::Label(key) => KeyMap::Label {
+                    key: key.clone(),
+                    namespaced,
+                },
+                WatchBy::Annotation(key) => KeyMap::Annotation {
+                    key: key.clone(),
+                    namespaced,
+                },
+            };
+            out.push((w.resource.value.clone(), map));
+        }
+        out
+    }
+
     /// Every resource a trigger watches: the primary, then owned, then
     /// watched ones, deduplicated.
     pub fn resource_ids(&self) -> Vec<String> {

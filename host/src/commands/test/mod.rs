@@ -8,7 +8,10 @@
 //! log lines, the writes it attempted and the Events it recorded, and how the
 //! call ended. Writes go to the embedded simulator, seeded with the same
 //! objects, as dry runs: the plugin gets real answers and nothing is kept.
-//! A controller plugin is reconciled once per delivered object instead.
+//! A controller plugin is reconciled instead: once per primary key that a
+//! delivered object queues, read from `for`, `owns` and `[[watches]]` as
+//! the host's work queue reads them (an owned object queues its controller
+//! owner).
 //!
 //! The output (see [`Output`]) is stable: the same plugin, fixture and
 //! version of this binary print the same bytes. With `--expect`, the output
@@ -38,6 +41,7 @@ use clap::Args;
 use kube_informer::indexer::IndexSpec;
 use kube_informer::notification::{EventKind, Notification};
 use kube_informer::object::ObjectRef;
+use kube_informer::workqueue::triggers::KeyMap;
 use serde::Serialize;
 use serde_json::Value;
 use wasm_informer_runtime::capability::api::{ApiRequest, ClusterApi};
@@ -56,7 +60,7 @@ use self::api::FixtureApi;
 use self::cache::FixtureCache;
 use self::capture::{Effect, Effects};
 use super::Failure;
-use crate::config::{HostSettings, PluginManifest};
+use crate::config::{ControllerSpec, HostSettings, PluginManifest};
 use crate::fixture::{ChangeType, FixtureObject, Resolver};
 
 /// Flags of `test`.
@@ -436,6 +440,81 @@ impl Filter {
     }
 }
 
+/// A controller's triggers, read as the host's work queue reads them: which
+/// primary keys a delivered object queues.
+struct Triggers {
+    /// The primary resource (`for`).
+    primary: String,
+    /// Each trigger's resource and key map (see [`ControllerSpec::key_maps`]).
+    maps: Vec<(String, KeyMap)>,
+    /// The primary's listener: the manifest's namespace and label selector.
+    primary_filter: Filter,
+    /// Every other trigger's: the namespace only, as the host's.
+    other_filter: Filter,
+}
+
+impl Triggers {
+    fn of(
+        spec: &ControllerSpec,
+        registry: &apisim::resource::Registry,
+        filter: &Filter,
+    ) -> Result<Self, Failure> {
+        let primary = spec.primary.value.clone();
+        let id = kube_informer::resource::ResourceId::parse(&primary)
+            .map_err(|e| Failure::input(e.to_string()))?;
+        let t = registry
+            .find(&id.group, &id.version, &id.plural)
+            .map(|r| registry.get(r))
+            .ok_or_else(|| Failure::input(format!("for: unknown resource {primary:?}")))?;
+        Ok(Self {
+            maps: spec.key_maps(&t.group, &t.kind, t.namespaced),
+            primary,
+            primary_filter: Filter {
+                namespace: filter.namespace.clone(),
+                selector: filter.selector.clone(),
+            },
+            other_filter: Filter {
+                namespace: filter.namespace.clone(),
+                selector: None,
+            },
+        })
+    }
+
+    /// The primary keys a change of `resource` queues, each once: the
+    /// object's (and, for an update, its old version's) through every
+    /// trigger on that resource whose listener delivers the change.
+    fn keys(
+        &self,
+        resource: &str,
+        kind: EventKind,
+        obj: &ObjectRef,
+        old: Option<&ObjectRef>,
+    ) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (r, map) in self.maps.iter().filter(|(r, _)| r == resource) {
+            let filter = if *r == self.primary {
+                &self.primary_filter
+            } else {
+                &self.other_filter
+            };
+            if filter.view(kind, obj, old).is_none() {
+                continue;
+            }
+            let old = old.filter(|_| kind == EventKind::Updated);
+            let found = map
+                .key_of(obj)
+                .into_iter()
+                .chain(old.and_then(|o| map.key_of(o)));
+            for k in found {
+                if !out.contains(&k) {
+                    out.push(k);
+                }
+            }
+        }
+        out
+    }
+}
+
 /// A live instance and what it is built from.
 struct Subject {
     engine: Arc<PluginEngine>,
@@ -602,19 +681,23 @@ impl Subject {
         self.after(step, trapped)
     }
 
-    /// Reconciles one key; a trap replaces the instance for the next call.
-    fn reconcile(&mut self, resource: &str, o: &ObjectRef) -> Vec<Step> {
-        let key = o.key();
+    /// Reconciles one key of `primary`; a trap replaces the instance for
+    /// the next call.
+    fn reconcile(&mut self, primary: &str, key: &str) -> Vec<Step> {
+        let (namespace, name) = match key.split_once('/') {
+            Some((ns, name)) => (Some(ns.to_string()), name.to_string()),
+            None => (None, key.to_string()),
+        };
         let req = ReconcileRequest {
-            resource: resource.to_string(),
-            namespace: o.meta.namespace.clone(),
-            name: o.meta.name.clone(),
-            key: key.clone(),
+            resource: primary.to_string(),
+            namespace,
+            name,
+            key: key.to_string(),
         };
         let mut step = Step {
             reconcile: Some(ReconcileOut {
-                resource: resource.to_string(),
-                key,
+                resource: primary.to_string(),
+                key: key.to_string(),
             }),
             ..Default::default()
         };
@@ -892,6 +975,10 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
             .map_err(|e| Failure::input(format!("label_selector: {e}")))?,
     };
     let subscribed = manifest.resource_ids();
+    let triggers = match (&manifest.controller, world) {
+        (Some(spec), World::ControllerV02) => Some(Triggers::of(spec, api.registry(), &filter)?),
+        _ => None,
+    };
     let name: Arc<str> = manifest.name.as_str().into();
     let status = Arc::new(PluginStatus::new(&manifest.name));
     let cluster: Arc<dyn ClusterApi> = api.clone();
@@ -961,12 +1048,16 @@ pub fn execute(args: &TestArgs) -> Result<Finished, Failure> {
                     if !subscribed.iter().any(|r| r == resource) {
                         return Vec::new();
                     }
+                    if let Some(triggers) = &triggers {
+                        return triggers
+                            .keys(resource, kind, obj, old)
+                            .iter()
+                            .flat_map(|k| subject.reconcile(&triggers.primary, k))
+                            .collect();
+                    }
                     let Some(kind) = filter.view(kind, obj, old) else {
                         return Vec::new();
                     };
-                    if world == World::ControllerV02 {
-                        return subject.reconcile(resource, obj);
-                    }
                     let n = Notification {
                         kind,
                         resource: resource.into(),
