@@ -538,3 +538,444 @@ async fn a_controllers_shadow_reconciles_in_dry_run_and_an_identical_one_never_d
     host.shutdown().await;
     sim.shutdown().await;
 }
+
+/// A built plugin of `scripts/build-plugins.sh` (JavaScript and Python ones).
+fn built(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/plugins")
+        .join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: build the plugins first with scripts/build-plugins.sh",
+        p.display()
+    );
+    p.display().to_string()
+}
+
+/// A Deployment with one container port, labelled `expose` and
+/// `expose-next` as given.
+fn exposed_deployment(ns: &str, name: &str, expose: bool, next: bool) -> serde_json::Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns,
+            "labels": {"app": name, "expose": expose.to_string(), "expose-next": next.to_string()}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                    "ports": [{"containerPort": 8080, "name": "http"}]}]}}}})
+}
+
+/// Whether every named controller has reconciled at least `min` keys and
+/// has nothing queued, waiting or in a worker.
+fn controllers_quiet(host: &Host, names: &[&str], min: u64) -> bool {
+    let r = host.report();
+    names.iter().all(|n| {
+        r.plugins
+            .get(*n)
+            .and_then(|p| p.controller.as_ref())
+            .is_some_and(|c| {
+                c.reconciles.ok >= min
+                    && c.queue.depth == 0
+                    && c.queue.waiting == 0
+                    && c.queue.processing == 0
+            })
+    })
+}
+
+/// The verdict of every object, for comparing two reports.
+fn verdicts(
+    r: &wasm_informer::shadow::ShadowReport,
+) -> std::collections::BTreeMap<String, Outcome> {
+    r.keys.iter().map(|(k, v)| (k.clone(), v.verdict)).collect()
+}
+
+/// Two versions of a controller, in two languages: the live Rust
+/// `service-exposer` (exposing on label `expose`) and, as its shadow, the
+/// Python `py-service-exposer` reading `expose-next`, which disagrees with
+/// `expose` in one namespace. A recording of the stream both saw, under
+/// Deployment churn, replayed offline into the same two versions, gives
+/// exactly the verdicts the shadow mode gave, key by key; and those are
+/// what the two programs do: where both expose a Deployment their Services
+/// differ only in the `managed-by` label each sets to its own name, and in
+/// the namespace where the labels disagree only one of them writes.
+///
+/// The live version runs with `dry_run = true` here, so that neither
+/// version's writes change what the other reads (a live write that lands
+/// before the shadow's reconcile would make the shadow intend nothing, a
+/// timing the replay cannot reproduce; see docs/CHANGING-SAFELY.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controllers_recording_replayed_into_two_versions_gives_the_shadow_modes_verdicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (sim, config) = setup(
+        dir,
+        plugin_artifacts::SERVICE_EXPOSER,
+        "service-exposer.wasm",
+        "pods = 0\nnamespaces = 3\nchurn_per_second = 0\ndeployments = 0\ndeployment_churn = 0\n",
+    )
+    .await;
+    std::fs::copy(
+        built("py-service-exposer"),
+        dir.join("wasm/py-service-exposer.wasm"),
+    )
+    .unwrap();
+    let store = sim.running().unwrap().store().clone();
+    let depr = store.rid("apps/v1", "deployments");
+    // `expose-next` agrees with `expose` but in DIFFERENT, where it is flipped.
+    let labels = |ns: &str, i: usize| {
+        let expose = i % 2 == 0;
+        (expose, if ns == DIFFERENT { !expose } else { expose })
+    };
+    let controller = |name: &str, wasm: &str, extra: &str| {
+        format!(
+            "name = \"{name}\"\nwasm = \"../wasm/{wasm}\"\nfor = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 1\nmemory_mb = 128\ntimeout_ms = 5000\n{extra}"
+        )
+    };
+    let live_manifest = dir.join("plugins/exposer.toml");
+    let shadow_manifest = dir.join("plugins/exposer-next.toml");
+    std::fs::write(
+        &live_manifest,
+        controller(
+            "exposer",
+            "service-exposer.wasm",
+            "dry_run = true\nwrite_qps = 500\nwrite_burst = 1000\n[[write]]\nresource = \"v1/services\"\nverbs = [\"create\", \"patch\", \"delete\"]\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &shadow_manifest,
+        controller(
+            "exposer-next",
+            "py-service-exposer.wasm",
+            "shadow_of = \"exposer\"\n[config]\nlabel = \"expose-next\"\n",
+        ),
+    )
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    let file = dir.join("stream.rec");
+    let resources = vec!["apps/v1/deployments".to_string(), "v1/services".to_string()];
+    let recorder = wasm_informer::record::Recorder::start(host.registry(), &resources, &file)
+        .await
+        .unwrap();
+    let events = host.reconcile().await;
+    assert!(
+        events.iter().all(|e| e.error.is_none()) && events.len() == 2,
+        "{events:?}"
+    );
+    // The Deployments come once both versions run: the Python component
+    // compiles for longer than the pairing window, and a write whose partner
+    // comes later than that counts as unpaired.
+    for i in 0..24 {
+        let ns = format!("ns-{}", i % 3);
+        let (e, n) = labels(&ns, i);
+        let d = exposed_deployment(&ns, &format!("d-{i}"), e, n);
+        store.create(depr, Some(&ns), d).unwrap();
+    }
+    let both = ["exposer", "exposer-next"];
+    let started = std::time::Instant::now();
+    while !controllers_quiet(&host, &both, 24) {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the controllers did not reconcile the initial Deployments: {:?}",
+            both.iter()
+                .map(|n| host
+                    .report()
+                    .plugins
+                    .get(*n)
+                    .and_then(|p| p.controller.clone()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Churn, each change apart enough to be reconciled on its own: new
+    // Deployments, relabelled ones, a changed port, deletions.
+    for i in 24..36 {
+        let ns = format!("ns-{}", i % 3);
+        let (e, n) = labels(&ns, i);
+        store
+            .create(
+                depr,
+                Some(&ns),
+                exposed_deployment(&ns, &format!("d-{i}"), e, n),
+            )
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    for i in (0..12).step_by(3) {
+        let ns = format!("ns-{}", i % 3);
+        store
+            .update_with(depr, &ns, &format!("d-{i}"), Subresource::Main, |mut v| {
+                let flip = |s: &serde_json::Value| json!((s != "true").to_string());
+                v["metadata"]["labels"]["expose"] = flip(&v["metadata"]["labels"]["expose"]);
+                v["metadata"]["labels"]["expose-next"] =
+                    flip(&v["metadata"]["labels"]["expose-next"]);
+                Ok(v)
+            })
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    for i in (1..12).step_by(3) {
+        let ns = format!("ns-{}", i % 3);
+        store
+            .update_with(depr, &ns, &format!("d-{i}"), Subresource::Main, |mut v| {
+                v["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] =
+                    json!(9090);
+                Ok(v)
+            })
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    for i in (2..12).step_by(3) {
+        let ns = format!("ns-{}", i % 3);
+        store.delete(depr, &ns, &format!("d-{i}"), None).unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let started = std::time::Instant::now();
+    while !controllers_quiet(&host, &both, 36) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the churn was not reconciled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(wasm_informer::shadow::DEFAULT_WINDOW + Duration::from_secs(2)).await;
+    let live = host.shadow_reports(true).remove(0);
+    let summary = recorder.finish().await.unwrap();
+    assert_eq!(summary.coalesced, 0, "{summary:?}");
+    // Nothing the live version sent persisted: it ran in dry run.
+    let log = sim.running().unwrap().request_log().entries();
+    let writes: Vec<_> = log.iter().filter(|r| r.method != "GET").collect();
+    assert!(
+        !writes.is_empty()
+            && writes
+                .iter()
+                .all(|w| w.param("dryRun").as_deref() == Some("All")),
+        "a write went without dryRun=All: {:?}",
+        writes
+            .iter()
+            .find(|w| w.param("dryRun").as_deref() != Some("All"))
+            .map(|w| (&w.method, &w.path))
+    );
+    let python_sent = writes
+        .iter()
+        .filter(|w| w.param("fieldManager").as_deref() == Some("wasm-informer/exposer-next"))
+        .count();
+    assert!(python_sent > 0, "the Python shadow sent nothing");
+    host.shutdown().await;
+    sim.shutdown().await;
+
+    let args = wasm_informer::commands::test::TestArgs {
+        manifest: live_manifest.clone(),
+        objects: None,
+        events: None,
+        expect: None,
+        cache_dir: Some(dir.join("cache")),
+        allow_invalid: true,
+        allow_unmatched: true,
+        allow_errors: true,
+        replay: Some(file.clone()),
+        against: Some(shadow_manifest.clone()),
+        grants_of: None,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let (replayed, _) = tokio::task::spawn_blocking(move || {
+        wasm_informer::commands::test::against(&args, &shadow_manifest, work.path())
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let (l, o) = (verdicts(&live), verdicts(&replayed));
+    eprintln!(
+        "controller recording: {} objects, {} events, {} bytes; shadow mode {:?} over {} objects, replay {:?} over {} objects",
+        summary.initial, summary.events, summary.bytes, live.counts, live.objects, replayed.counts, replayed.objects
+    );
+    let unlike: Vec<String> = l
+        .keys()
+        .chain(o.keys())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| l.get(*k) != o.get(*k))
+        .map(|k| format!("{k}: shadow mode {:?}, replay {:?}", l.get(k), o.get(k)))
+        .collect();
+    assert!(
+        unlike.is_empty(),
+        "the replayed diff is not the shadow mode's: {unlike:?}"
+    );
+    // Outside DIFFERENT both versions expose the same Deployments, with
+    // Services that differ only in their `managed-by` label (each names its
+    // own program); in DIFFERENT only one of them exposes each.
+    let managed_by = |i: &Option<wasm_informer::shadow::Intent>| {
+        let mut i = i.clone().expect("both sides wrote");
+        let by = i.body["metadata"]["labels"]["app.kubernetes.io/managed-by"].take();
+        (i, by)
+    };
+    for (k, v) in &l {
+        let view = &live.keys[k];
+        let shown = || wasm_informer::shadow::render_key(k, view);
+        if k.contains(&format!(" {DIFFERENT}/")) {
+            assert!(
+                matches!(v, Outcome::OnlyLive | Outcome::OnlyShadow),
+                "{k}: {v:?}, but only one version exposes it:\n{}",
+                shown()
+            );
+            continue;
+        }
+        assert_eq!(*v, Outcome::Differs, "{k}:\n{}", shown());
+        let ((lb, lm), (sb, sm)) = (managed_by(&view.live), managed_by(&view.shadow));
+        assert_eq!(lb, sb, "{k}: more than the label differs:\n{}", shown());
+        assert_eq!(
+            (lm.as_str(), sm.as_str()),
+            (Some("service-exposer"), Some("py-service-exposer"))
+        );
+    }
+    assert!(l.values().any(|v| *v == Outcome::Differs));
+    assert!(l
+        .values()
+        .any(|v| matches!(v, Outcome::OnlyLive | Outcome::OnlyShadow)));
+}
+
+/// A JavaScript live plugin and a Python shadow (the SDK probes, which run
+/// the ops of their `[config]` on every event): where they patch a pod
+/// alike the pair is `same`, where their bodies differ it is `differs`;
+/// the Python shadow's writes are all dry runs, and the server holds only
+/// the JavaScript version's labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_shadow_of_a_javascript_plugin_is_compared_and_writes_only_in_dry_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (sim, config) = setup(
+        dir,
+        &built("js-probe"),
+        "js-probe.wasm",
+        "pods = 0\nnamespaces = 1\nchurn_per_second = 0\ndeployments = 0\n",
+    )
+    .await;
+    std::fs::copy(built("py-probe"), dir.join("wasm/py-probe.wasm")).unwrap();
+    let store = sim.running().unwrap().store().clone();
+    let podr = store.rid("v1", "pods");
+    let cmr = store.rid("v1", "configmaps");
+    for name in ["alike", "unlike"] {
+        store
+            .create(
+                podr,
+                Some("ns-0"),
+                json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "ns-0"},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+            )
+            .unwrap();
+    }
+    const TRIGGERS: u64 = 4;
+    let probe = |name: &str, wasm: &str, version: &str, extra: &str| {
+        let ops = json!([
+            {"call": "patch", "resource": "v1/pods", "namespace": "ns-0", "name": "alike",
+             "patch": "merge", "body": {"metadata": {"labels": {"probe": "one"}}}},
+            {"call": "patch", "resource": "v1/pods", "namespace": "ns-0", "name": "unlike",
+             "patch": "merge", "body": {"metadata": {"labels": {"probe": version}}}},
+        ]);
+        format!(
+            "name = \"{name}\"\nwasm = \"../wasm/{wasm}\"\nresources = [\"v1/configmaps\"]\nmemory_mb = 128\ntimeout_ms = 5000\nfuel_per_event = 1000000000\n{extra}\n[config]\nops = {ops}\n",
+            ops = toml_value(&ops)
+        )
+    };
+    std::fs::write(
+        dir.join("plugins/probe.toml"),
+        probe(
+            "probe",
+            "js-probe.wasm",
+            "live",
+            "write_qps = 500\nwrite_burst = 1000\n[[write]]\nresource = \"v1/pods\"\nverbs = [\"patch\"]\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("plugins/probe-next.toml"),
+        probe(
+            "probe-next",
+            "py-probe.wasm",
+            "next",
+            "shadow_of = \"probe\"\n",
+        ),
+    )
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    let events = host.reconcile().await;
+    assert!(
+        events.iter().all(|e| e.error.is_none()) && events.len() == 2,
+        "{events:?}"
+    );
+    // The triggers come once both versions run (see the controller test).
+    for i in 0..TRIGGERS {
+        store
+            .create(
+                cmr,
+                Some("ns-0"),
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("trigger-{i}"), "namespace": "ns-0"}}),
+            )
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let patches_by = |manager: &str| -> Vec<apisim::RequestRecord> {
+        let manager = format!("wasm-informer/{manager}");
+        sim.running()
+            .unwrap()
+            .request_log()
+            .entries()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.param("fieldManager").as_deref() == Some(&manager))
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    while patches_by("probe").len() < 2 * TRIGGERS as usize
+        || patches_by("probe-next").len() < 2 * TRIGGERS as usize
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the probes did not patch on every trigger: {} and {}",
+            patches_by("probe").len(),
+            patches_by("probe-next").len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for w in patches_by("probe-next") {
+        assert_eq!(
+            w.param("dryRun").as_deref(),
+            Some("All"),
+            "a Python shadow write went without dryRun=All: {}",
+            w.path
+        );
+    }
+    let r = host.shadow_reports(true).remove(0);
+    let verdict = |name: &str| {
+        r.keys
+            .get(&format!("v1/pods ns-0/{name}"))
+            .map(|v| v.verdict)
+    };
+    assert_eq!(verdict("alike"), Some(Outcome::Same), "{r:?}");
+    assert_eq!(verdict("unlike"), Some(Outcome::Differs), "{r:?}");
+    assert_eq!(
+        (r.counts.same, r.counts.differs),
+        (TRIGGERS, TRIGGERS),
+        "one pair per trigger and pod: {:?}",
+        r.counts
+    );
+    let client = sim.client().await.unwrap();
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, "ns-0");
+    for (name, want) in [("alike", "one"), ("unlike", "live")] {
+        let p = pods.get(name).await.unwrap();
+        let got = p.metadata.labels.unwrap_or_default().get("probe").cloned();
+        assert_eq!(got.as_deref(), Some(want), "pod {name}");
+    }
+    host.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// `v` as a TOML value (JSON arrays and objects as TOML's inline ones).
+fn toml_value(v: &serde_json::Value) -> String {
+    let t: toml::Value = serde_json::from_value(v.clone()).unwrap();
+    t.to_string()
+}
