@@ -3,7 +3,7 @@
 //! stderr), a build error leaves the running version serving, and the
 //! closing line gives the save-to-first-event times.
 
-mod host_support;
+use crate::host_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! the simulator's churn rate (50 pod operations a second, each one event)
 //! and the host's own `/metrics`.
 
-mod host_support;
+use crate::host_support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! that is down, an unknown tag, a digest mismatch and a manifest without a
 //! Wasm layer while the running version keeps serving (I9).
 
-mod host_support;
+use crate::host_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -6,7 +6,7 @@
 //! where it must receive events. The oracle for the last step is the
 //! plugin's own log lines on the host's stderr and the report's counters.
 
-mod host_support;
+use crate::host_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! view, run in a real terminal (tmux), shows the plugin and informer rows
 //! and no raw log lines, and `q` gives the terminal back.
 
-mod host_support;
+use crate::host_support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

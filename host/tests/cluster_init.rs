@@ -3,8 +3,8 @@
 //! load once it knows it leads, so `init` begins in its first tenure), and a
 //! standby sends none.
 
-mod cluster_support;
-mod host_support;
+use crate::cluster_support;
+use crate::host_support;
 
 use std::time::Duration;
 

@@ -7,8 +7,8 @@
 //! Durations are short (3 s / 2 s / 0.5 s, margin 0.5 s) and every bound is
 //! derived from them.
 
-mod cluster_support;
-mod host_support;
+use crate::cluster_support;
+use crate::host_support;
 
 use std::time::Duration;
 

@@ -19,8 +19,8 @@
 //! `NEMESIS_LOG=FILE` writes a nemesis run's request log there, for a
 //! closer look at a violation.
 
-mod cluster_support;
-mod host_support;
+use crate::cluster_support;
+use crate::host_support;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -10,8 +10,8 @@
 //! serve to wait until the ring has settled and to see that a settled ring
 //! leaves no key unowned.
 
-mod cluster_support;
-mod host_support;
+use crate::cluster_support;
+use crate::host_support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

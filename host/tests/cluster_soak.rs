@@ -6,10 +6,10 @@
 //! lost final state.
 //!
 //! Ignored by default (it runs for minutes):
-//! `SOAK_SECS=120 cargo test -p wasm-informer --test cluster_soak -- --ignored --nocapture`
+//! `SOAK_SECS=120 cargo test -p wasm-informer --test e2e cluster_soak:: -- --ignored --nocapture`
 
-mod cluster_support;
-mod host_support;
+use crate::cluster_support;
+use crate::host_support;
 
 use std::time::{Duration, Instant};
 

@@ -10,7 +10,7 @@
 //! same must hold again. The oracle is computed by this test from the
 //! Deployments the server holds; it shares no code with the plugin.
 
-mod host_support;
+use crate::host_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

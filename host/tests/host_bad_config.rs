@@ -4,7 +4,7 @@
 //! Cases: bad TOML, an unknown key, an unknown resource, a duplicate name, a
 //! missing wasm, a component of the wrong world, and a garbage .wasm.
 
-mod host_support;
+use crate::host_support;
 
 use std::time::Duration;
 

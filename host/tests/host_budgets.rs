@@ -4,7 +4,7 @@
 //! request log times the writes it received; a reload does not refill the
 //! bucket.
 
-mod host_support;
+use crate::host_support;
 
 use std::time::{Duration, Instant};
 

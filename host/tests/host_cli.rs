@@ -2,7 +2,7 @@
 //! reason), `sim` writing a usable kubeconfig, and `run` refusing a bad host.toml
 //! with the file, position, key and reason.
 
-mod host_support;
+use crate::host_support;
 
 use std::process::Command;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! plugin's findings (Ready pods per namespace) and an observer's view (keys
 //! and resourceVersions) equal a fresh list from the simulator.
 
-mod host_support;
+use crate::host_support;
 
 use std::time::Duration;
 

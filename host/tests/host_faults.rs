@@ -3,7 +3,7 @@
 //! always panics is quarantined, visibly in the log, /metrics and the report; a
 //! healthy plugin beside them is unaffected.
 
-mod host_support;
+use crate::host_support;
 
 use std::time::Duration;
 

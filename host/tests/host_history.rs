@@ -6,7 +6,7 @@
 //! logged it received): vanished objects deleted as final-state-unknown,
 //! objects that came back at a lower resourceVersion updated.
 
-mod inproc_support;
+use crate::inproc_support;
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //! simulator's request log (who sent each request, as whom, and what the
 //! server answered).
 
-mod host_support;
+use crate::host_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

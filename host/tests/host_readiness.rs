@@ -5,7 +5,7 @@
 //! logs each replayed object as it handles it, with the host's timestamp, and
 //! every one of those lines is older than the first 200.
 
-mod host_support;
+use crate::host_support;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -4,7 +4,7 @@
 //! (rejected naming the file, old version keeps running, I9) → remove (plugin
 //! and its informer stop) → SIGTERM (graceful, report written, exit 0).
 
-mod host_support;
+use crate::host_support;
 
 use std::time::Duration;
 

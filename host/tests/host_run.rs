@@ -9,7 +9,7 @@
 //! (and `promtool check metrics` when installed; required when CI=true), and
 //! `/healthz` and `/readyz` answer.
 
-mod host_support;
+use crate::host_support;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! 60 s that the host would otherwise wait out; and the simulator's request
 //! log, which shows the call the plugin was blocked in.
 
-mod host_support;
+use crate::host_support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

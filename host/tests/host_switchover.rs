@@ -14,7 +14,7 @@
 //! The oracle is the list of writes (the model of what was sent) and the
 //! plugin's own log, never the host's counters.
 
-mod inproc_support;
+use crate::inproc_support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

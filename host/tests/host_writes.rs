@@ -12,7 +12,7 @@
 //! - `wasm-informer rbac` for the default config applies with kubectl (server
 //!   side, dry run and for real) and grants exactly what the manifests declare.
 
-mod host_support;
+use crate::host_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! server, as the server's own router parsed it) and its objects (what
 //! changed), never from the host's or the plugin's account.
 
-mod probe_support;
+use crate::probe_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! simulator holds (read back with kube-client) and its request log (what was
 //! actually sent), never the plugin's own report.
 
-mod probe_support;
+use crate::probe_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
