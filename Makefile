@@ -19,7 +19,7 @@ DOC_PACKAGES := -p kube-informer -p wasm-informer-runtime -p wasm-informer
 # The plugins config/ loads: the demo builds these and no others.
 DEMO_PLUGINS := $(shell sed -n 's|^wasm *= *".*/target/plugins/\(.*\)\.wasm"|\1|p' config/plugins/*.toml)
 
-.PHONY: setup setup-demo plugins demo-plugins build build-tests demo test test-tools docs layers c-bindings lint
+.PHONY: setup setup-demo plugins demo-plugins build build-tests demo test run-tests test-tools docs layers c-bindings lint
 
 setup:
 	./scripts/setup.sh
@@ -51,7 +51,21 @@ build-tests:
 test: setup-demo
 	$(MAKE) --no-print-directory -j2 build-tests plugins test-tools
 	$(MAKE) --no-print-directory c-bindings docs layers
+	$(MAKE) --no-print-directory run-tests
+
+# The tests run with cargo-nextest where the machine has it: the tests of every binary side by
+# side, each in a process of its own, as .config/nextest.toml says (most tests wait on servers,
+# timers and child processes, not on the CPU). Without it, cargo test runs them binary by binary.
+# The doctests run with cargo test either way (nextest does not run them).
+NEXTEST := $(shell $(CARGO) nextest --version >/dev/null 2>&1 && echo yes)
+run-tests:
+ifeq ($(NEXTEST),yes)
+	$(CARGO) nextest run --no-fail-fast $(TEST_PACKAGES)
+	$(CARGO) test --doc --no-fail-fast $(DOC_PACKAGES) -p apisim -p wasm-informer-selector
+else
+	@echo "make: cargo-nextest is not installed; running the tests binary by binary with cargo test"
 	$(CARGO) test --no-fail-fast $(TEST_PACKAGES)
+endif
 
 test-tools:
 	./scripts/setup.sh apt wit-bindgen conformance

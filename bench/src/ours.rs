@@ -37,7 +37,8 @@ use crate::spec::{
     ApiTiming, HandlerKind, InitialList, ListenerCounters, ManagedFields, OursApi, ReloadTiming,
     SideFacts, SideSpec,
 };
-use crate::wasm::{self, WasmHandler};
+use crate::wasm::{self, Shadowing, WasmHandler};
+use wasm_informer::shadow::{ShadowBook, Side};
 
 enum Inner {
     Noop,
@@ -229,6 +230,35 @@ impl OursSide {
         let mut probes = Vec::new();
         let mut statuses = Vec::new();
         let mut controllers = Vec::new();
+        // One shadow book per live handler that has a shadow, as the host
+        // keeps one per live plugin.
+        let books: Vec<(String, String, Arc<ShadowBook>)> = spec
+            .handlers
+            .iter()
+            .filter_map(|h| {
+                let live = h.shadow_of.as_ref()?;
+                let book = ShadowBook::new(live, wasm_informer::shadow::DEFAULT_WINDOW);
+                book.attach(&h.name);
+                Some((live.clone(), h.name.clone(), book))
+            })
+            .collect();
+        let shadowing = |name: &str| -> Shadowing {
+            for (live, shadow, book) in &books {
+                if live == name {
+                    return Shadowing {
+                        dry_run: false,
+                        intents: Some(book.sink(Side::Live)),
+                    };
+                }
+                if shadow == name {
+                    return Shadowing {
+                        dry_run: true,
+                        intents: Some(book.sink(Side::Shadow)),
+                    };
+                }
+            }
+            Shadowing::default()
+        };
         for h in &spec.handlers {
             let probe = HandlerProbe::new(h);
             if let HandlerKind::WasmController {
@@ -269,6 +299,7 @@ impl OursSide {
                         *timeout_ms,
                         cache.clone(),
                         api.clone(),
+                        shadowing(&h.name),
                     )
                     .await
                     .with_context(|| format!("handler {}", h.name))?;
@@ -465,7 +496,7 @@ impl OursSide {
         let cache: Arc<dyn CacheView> = registry.clone();
         let loaded = wasm::load(&name, path, config, timeout_ms)?;
         let load_ms = (now_ns() - t0) as f64 / 1e6;
-        let runner = wasm::start(&name, loaded, cache, None).await?;
+        let runner = wasm::start(&name, loaded, cache, None, Default::default()).await?;
         let probe = Arc::new(Probe::default());
         let objects = self.cached_objects();
         let handle = registry

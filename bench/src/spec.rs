@@ -113,6 +113,11 @@ pub struct HandlerSpec {
     /// How the peer attaches it (ignored by our side).
     #[serde(default = "subscriber")]
     pub peer_attach: PeerAttach,
+    /// Ours only: this WebAssembly handler is the shadow of the named one,
+    /// as `shadow_of` makes it in a manifest: every write a dry run, its
+    /// intended writes and the live one's compared by a shadow book.
+    #[serde(default)]
+    pub shadow_of: Option<String>,
 }
 
 fn subscriber() -> PeerAttach {

@@ -13,7 +13,7 @@ use kube_informer::cache_view::CacheView;
 use kube_informer::handler::{Delivery, Handled, Handler};
 use kube_informer::notification::NotificationRef;
 use wasm_informer_runtime::capability::api::ClusterApi;
-use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, WriteGrant};
+use wasm_informer_runtime::capability::kube::{Grants, KubeSettings, WriteGrant, WriteIntents};
 use wasm_informer_runtime::{
     EngineConfig, HostServices, LoadedPlugin, PluginEngine, PluginLimits, PluginRunner, PluginSpec,
     PluginStatus,
@@ -98,16 +98,30 @@ pub async fn start(
     plugin: Arc<LoadedPlugin>,
     cache: Arc<dyn CacheView>,
     api: Option<Arc<dyn ClusterApi>>,
+    shadow: Shadowing,
 ) -> Result<WasmHandler> {
     let services = HostServices {
         api,
         grants: Grants::new(plugin.spec().kube.clone()),
+        dry_run: shadow.dry_run,
+        intents: shadow.intents,
         ..HostServices::cache_only(cache)
     };
     let runner = PluginRunner::start(engine()?, plugin, services)
         .await
         .map_err(|e| anyhow::anyhow!("starting plugin {name}: {e}"))?;
     Ok(WasmHandler(runner))
+}
+
+/// How a handler takes part in a shadow comparison, as the host wires a
+/// live plugin and its shadow: each side's intended writes go to its sink
+/// of one shadow book, and the shadow's writes are all dry runs.
+#[derive(Default)]
+pub struct Shadowing {
+    /// Every write with `dryRun=All` (the shadow).
+    pub dry_run: bool,
+    /// The book's sink for this side.
+    pub intents: Option<Arc<dyn WriteIntents>>,
 }
 
 impl WasmHandler {
@@ -120,6 +134,7 @@ impl WasmHandler {
         timeout_ms: u64,
         cache: Arc<dyn CacheView>,
         api: Option<Arc<dyn ClusterApi>>,
+        shadow: Shadowing,
     ) -> Result<Self> {
         let kube = if api.is_some() {
             pod_patch_settings()
@@ -127,7 +142,7 @@ impl WasmHandler {
             KubeSettings::default()
         };
         let plugin = load_with(name, path, config, timeout_ms, kube)?;
-        start(name, plugin, cache, api).await
+        start(name, plugin, cache, api, shadow).await
     }
 
     /// The runtime's counters of this instance (API requests among them).

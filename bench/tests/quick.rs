@@ -41,6 +41,14 @@ const ROWS: &[(&str, &str)] = &[
     ("B9", "patches/s, rate limit off"),
     ("B9", "request time at the plugin"),
     ("B9", "time between two patches at the server"),
+    (
+        "B9",
+        "the live writer's patches/s beside a shadow of itself",
+    ),
+    (
+        "B9",
+        "the live writer's request time p50 / p99 beside the shadow",
+    ),
     ("B9", "beside a plugin blocked on a hanging API server"),
     ("B9", "reference: the same neighbour alone"),
     (

@@ -15,6 +15,12 @@
 //! so the ratio is what the blocked API calls cost beyond any stuck
 //! listener). Alone, it shows what a second listener costs at all.
 //!
+//! Then a shadow's cost to the live plugin: the same writer alone, and
+//! beside a shadow of itself (the same component and key, as `shadow_of`
+//! wires it: every write a dry run, both sides' intents compared by one
+//! shadow book); the figures are the live writer's patch rate and request
+//! time, round by round against the alone arm.
+//!
 //! Invariant: every round patches every pod exactly once, checked in the
 //! simulator's request log (a round whose count differs is an error), and
 //! uses its own annotation key, so no round finds its pods already done.
@@ -54,7 +60,7 @@ writer whose API server accepts connections and never answers (each of its calls
 `timeout` after `write_timeout_ms`), and beside a native handler that takes as long (10 s) per event; both take \
 every event into their queue. Its rate beside the blocked plugin over its rate beside the stuck \
 handler, round by round, should stay at 95% or more; its rate alone is shown for what a second \
-listener costs at all.";
+listener costs at all. A shadow's cost: the same writer alone, and beside a shadow of itself (the same component and annotation key, wired as `shadow_of` wires it: its own listener and instance, every write with dryRun=All, both sides' intended writes compared by one shadow book); the live writer's patch rate and request time beside the shadow, round by round against alone.";
 
 /// What one writing round measured.
 struct Writes {
@@ -81,17 +87,33 @@ fn writer(key: &str) -> Result<HandlerSpec> {
     Ok(h)
 }
 
-fn writes_round(fx: &Fixture, key: &str) -> Result<Writes> {
-    let mut spec = ours(fx, vec![writer(key)?]);
+/// One round of the writer patching every pod; with `shadowed`, beside a
+/// shadow of itself (the same component and key, as `shadow_of` runs it).
+fn writes_round(fx: &Fixture, key: &str, shadowed: bool) -> Result<Writes> {
+    let mut handlers = vec![writer(key)?];
+    if shadowed {
+        let mut shadow = writer(key)?;
+        shadow.name = "writer-next".into();
+        shadow.shadow_of = Some("writer".into());
+        handlers.push(shadow);
+    }
+    let mut spec = ours(fx, handlers);
     spec.ours.writes = true;
     let mark = fx.request_mark();
     let (child, r) = super::spawn(fx, &spec)?;
     child.exit();
-    let mut patches: Vec<_> = fx
+    let (dry, mut patches): (Vec<_>, Vec<_>) = fx
         .requests_since(mark)
         .into_iter()
         .filter(|q| q.method == "PATCH" && q.body.contains(key))
-        .collect();
+        .partition(|q| q.param("dryRun").as_deref() == Some("All"));
+    let dry_ok = dry.iter().filter(|q| q.status == 200).count();
+    let want = if shadowed { fx.pods() } else { 0 };
+    ensure!(
+        dry.len() == want && dry_ok == want,
+        "{} dry-run patches ({dry_ok} answered 200), for {want} expected",
+        dry.len()
+    );
     patches.sort_by_key(|q| q.seq);
     let ok = patches.iter().filter(|q| q.status == 200).count();
     ensure!(
@@ -144,7 +166,11 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     }];
     let s = rounds::run("B9", p.rounds, &arms, |_| {
         round += 1;
-        writes_round(&fx, &format!("bench.wasm-informer.dev/round-{round}"))
+        writes_round(
+            &fx,
+            &format!("bench.wasm-informer.dev/round-{round}"),
+            false,
+        )
     });
     fx.shutdown(&ctx.rt);
     let s = s?;
@@ -192,6 +218,63 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         note:
             "From the simulator's request log: the plugin's own work, its request and the answer."
                 .into(),
+    });
+
+    // A shadow's cost to the live plugin.
+    let fx = Fixture::new(&ctx.rt, p.b9_pods, Mix::Default)?;
+    let arms = [
+        Arm {
+            name: "alone",
+            it: false,
+        },
+        Arm {
+            name: "shadowed",
+            it: true,
+        },
+    ];
+    let mut round = 0;
+    let s = rounds::run("B9", p.rounds, &arms, |a| {
+        round += 1;
+        writes_round(
+            &fx,
+            &format!("bench.wasm-informer.dev/shadow-{round}"),
+            a.it,
+        )
+    });
+    fx.shutdown(&ctx.rt);
+    let s = s?;
+    let col = |arm: &str, f: fn(&Writes) -> f64| s.of(arm).iter().map(f).collect::<Vec<f64>>();
+    let kept = Spread::ratio(&col("shadowed", |x| x.rate), &col("alone", |x| x.rate));
+    rows.push(Row {
+        id: "B9",
+        what: "a shadow's cost: the live writer's patches/s beside a shadow of itself, against alone".into(),
+        ours: format!(
+            "{} beside the shadow, {} alone",
+            show_in(&col("shadowed", |x| x.rate), 0, "patches/s"),
+            show_in(&col("alone", |x| x.rate), 0, "patches/s")
+        ),
+        peer: "-".into(),
+        ratio: kept.as_ref().map_or_else(|| "-".into(), |x| x.percent()),
+        target: "-".into(),
+        verdict: Verdict::Info,
+        note: "The shadow is the same component with the same key, wired as `shadow_of` wires it: its own listener, queue and instance, every write with dryRun=All (checked at the simulator: one dry-run patch per pod), both sides' intended writes compared by one shadow book. Both writers share the machine's two cores and the simulator.".into(),
+    });
+    let p99 = Spread::ratio(&col("shadowed", |x| x.p99_us), &col("alone", |x| x.p99_us));
+    rows.push(Row {
+        id: "B9",
+        what: "a shadow's cost: the live writer's request time p50 / p99 beside the shadow, against alone".into(),
+        ours: format!(
+            "{} / {} ms beside the shadow, {} / {} ms alone",
+            show(&col("shadowed", |x| x.p50_us), ms),
+            show(&col("shadowed", |x| x.p99_us), ms),
+            show(&col("alone", |x| x.p50_us), ms),
+            show(&col("alone", |x| x.p99_us), ms)
+        ),
+        peer: "-".into(),
+        ratio: p99.as_ref().map_or_else(|| "-".into(), |x| format!("p99 {}", x.show(|v| format!("{v:.2}x")))),
+        target: "-".into(),
+        verdict: Verdict::Info,
+        note: "The runtime's API request histogram of the live writer, as in the row above.".into(),
     });
 
     // Isolation from a hanging API server.

@@ -126,6 +126,7 @@ pub fn handler(name: &str, kind: HandlerKind) -> HandlerSpec {
         tracked: true,
         settle: false,
         peer_attach: PeerAttach::Subscriber,
+        shadow_of: None,
     }
 }
 
