@@ -371,26 +371,7 @@ async fn a_replayed_recording_gives_the_verdicts_the_shadow_gave_on_the_same_str
     sim.shutdown().await;
 
     // Offline: both manifests over the recording.
-    let args = wasm_informer::commands::test::TestArgs {
-        manifest: live_manifest.clone(),
-        objects: None,
-        events: None,
-        expect: None,
-        cache_dir: Some(dir.join("cache")),
-        allow_invalid: true,
-        allow_unmatched: true,
-        allow_errors: true,
-        replay: Some(file.clone()),
-        against: Some(shadow_manifest.clone()),
-        grants_of: None,
-    };
-    let work = tempfile::tempdir().unwrap();
-    let (replayed, _) = tokio::task::spawn_blocking(move || {
-        wasm_informer::commands::test::against(&args, &shadow_manifest, work.path())
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let replayed = replay_against(dir, &live_manifest, &shadow_manifest, &file).await;
     let verdicts =
         |r: &wasm_informer::shadow::ShadowReport| -> std::collections::BTreeMap<String, Outcome> {
             r.keys.iter().map(|(k, v)| (k.clone(), v.verdict)).collect()
@@ -541,15 +522,39 @@ async fn a_controllers_shadow_reconciles_in_dry_run_and_an_identical_one_never_d
 
 /// A built plugin of `scripts/build-plugins.sh` (JavaScript and Python ones).
 fn built(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/plugins")
-        .join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: build the plugins first with scripts/build-plugins.sh",
-        p.display()
-    );
-    p.display().to_string()
+    crate::host_support::plugin_wasm(name).display().to_string()
+}
+
+/// Both manifests replayed over the recording `file`, offline, compared as
+/// `test --replay FILE --against SHADOW` compares them.
+async fn replay_against(
+    dir: &Path,
+    live: &Path,
+    shadow: &Path,
+    file: &Path,
+) -> wasm_informer::shadow::ShadowReport {
+    let args = wasm_informer::commands::test::TestArgs {
+        manifest: live.to_path_buf(),
+        objects: None,
+        events: None,
+        expect: None,
+        cache_dir: Some(dir.join("cache")),
+        allow_invalid: true,
+        allow_unmatched: true,
+        allow_errors: true,
+        replay: Some(file.to_path_buf()),
+        against: Some(shadow.to_path_buf()),
+        grants_of: None,
+    };
+    let shadow = shadow.to_path_buf();
+    let work = tempfile::tempdir().unwrap();
+    tokio::task::spawn_blocking(move || {
+        wasm_informer::commands::test::against(&args, &shadow, work.path())
+    })
+    .await
+    .unwrap()
+    .unwrap()
+    .0
 }
 
 /// A Deployment with one container port, labelled `expose` and
@@ -765,26 +770,7 @@ async fn a_controllers_recording_replayed_into_two_versions_gives_the_shadow_mod
     host.shutdown().await;
     sim.shutdown().await;
 
-    let args = wasm_informer::commands::test::TestArgs {
-        manifest: live_manifest.clone(),
-        objects: None,
-        events: None,
-        expect: None,
-        cache_dir: Some(dir.join("cache")),
-        allow_invalid: true,
-        allow_unmatched: true,
-        allow_errors: true,
-        replay: Some(file.clone()),
-        against: Some(shadow_manifest.clone()),
-        grants_of: None,
-    };
-    let work = tempfile::tempdir().unwrap();
-    let (replayed, _) = tokio::task::spawn_blocking(move || {
-        wasm_informer::commands::test::against(&args, &shadow_manifest, work.path())
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let replayed = replay_against(dir, &live_manifest, &shadow_manifest, &file).await;
     let (l, o) = (verdicts(&live), verdicts(&replayed));
     eprintln!(
         "controller recording: {} objects, {} events, {} bytes; shadow mode {:?} over {} objects, replay {:?} over {} objects",
