@@ -168,6 +168,8 @@ fn run_uses_the_kubeconfig_and_context() {
         "{r}"
     );
     assert_eq!(r["informers"]["v1/pods"]["synced"], true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reason=\"duration elapsed\""), "{err}");
 
     let mut cmd = bin();
     cmd.env("KUBECONFIG", &kc).args([

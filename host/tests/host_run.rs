@@ -132,15 +132,13 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
     );
     let report = tmp.path().join("r.json");
     let kubeconfig = tmp.path().join("kc");
-    let started = std::time::Instant::now();
     let mut host = HostProc::run_sim(
         config.to_str().unwrap(),
         &[
-            // Long enough for every example plugin's replay (readiness waits
-            // for it; the Python image-policy queries the cache for each
-            // violation) and the content checks, on two busy cores.
+            // A bound only: the test stops the host with SIGTERM once its
+            // content checks pass, however long two busy cores make them.
             "--duration",
-            "90",
+            "900",
             "--report",
             report.to_str().unwrap(),
             "--metrics-addr",
@@ -214,12 +212,8 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(85),
-        "the content checks must end before --duration does ({:?})",
-        started.elapsed()
-    );
-
+    // A clean stop writes the report as the end of --duration would.
+    host.terminate();
     let status = host.wait_exit(Duration::from_secs(300));
     assert!(
         status.success(),
@@ -289,5 +283,5 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
     assert!(host
         .log()
         .iter()
-        .any(|l| l.contains("reason=\"duration elapsed\"")));
+        .any(|l| l.contains("reason=\"SIGTERM\"")));
 }
