@@ -1,7 +1,7 @@
 //! The rest of the API surface through kube-client: resourceVersion semantics on lists, the status
 //! subresource, discovery (including a kind registered by a CRD), deletecollection and dryRun.
 
-mod common;
+use crate::common;
 
 use apisim::SimConfig;
 use common::*;

@@ -6,7 +6,7 @@
 //! and impersonation only for an https server. kubectl must be installed; without it these
 //! tests fail, naming it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

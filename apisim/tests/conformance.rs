@@ -4,7 +4,7 @@
 //! The tools come from `scripts/setup.sh` (`scripts/setup.sh conformance`). Missing tools fail
 //! this test with the install command; it never passes without running.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! Consistency under concurrent writes: watches deliver every change once, in resourceVersion
 //! order, and paged lists read one snapshot even while the store changes between pages.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

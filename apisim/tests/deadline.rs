@@ -2,7 +2,7 @@
 //! never applied, also when the slow-responses fault holds it past its deadline. Verdicts come
 //! from the store's state, read after the write's delay would have ended.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

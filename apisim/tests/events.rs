@@ -3,7 +3,7 @@
 //! selectors (core `involvedObject.*`, events.k8s.io `regarding.*`, as the field label
 //! conversion maps them) and watch streams. The oracle is what each API serves over HTTP.
 
-mod common;
+use crate::common;
 
 use apisim::SimConfig;
 use common::*;

@@ -1,8 +1,8 @@
 //! One test per fault type: kube-runtime's watcher (with a reflector and the default backoff)
 //! recovers and ends with exactly the server's state, and the fault's counter shows that it fired.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! `metadata.generation`, the status a Deployment reports, events.k8s.io/v1 Events, the RBAC,
 //! ServiceAccount and PodDisruptionBudget kinds, and what a DELETE answers.
 
-mod common;
+use crate::common;
 
 use apisim::SimConfig;
 use common::*;

@@ -1,8 +1,8 @@
 //! kube-client and kube-runtime against the simulator: paged list + watch, bookmarks, timeouts,
 //! streaming lists, 410 handling, conflicts and selector translation.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::time::Duration;
 

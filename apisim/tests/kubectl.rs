@@ -4,7 +4,7 @@
 //! kubectl must be installed (`apt-get update && apt-get install -y kubectl`); without it these
 //! tests fail loudly.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

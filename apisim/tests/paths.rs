@@ -3,7 +3,7 @@
 //! segment are refused as the registry refuses them. Verdicts come from the store's objects and
 //! the HTTP answer.
 
-mod common;
+use crate::common;
 
 use apisim::SimConfig;
 use common::*;

@@ -2,7 +2,7 @@
 //! request it allows and one it refuses, the verdict taken from the HTTP answer (the exact
 //! Status a real apiserver sends) and from the store (nothing changes on a refusal).
 
-mod common;
+use crate::common;
 
 use apisim::{RunningSim, SimConfig};
 use common::*;

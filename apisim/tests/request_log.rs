@@ -2,7 +2,7 @@
 //! address and, for a write the server applied, the resourceVersion it assigned. The verdicts
 //! come from the store's own change log, never from the log under test.
 
-mod common;
+use crate::common;
 
 use apisim::{parse_request_path, ChangeType, RequestRecord, SimConfig};
 use common::*;

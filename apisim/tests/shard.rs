@@ -4,8 +4,8 @@
 //! (checked against the published test vectors), the store's objects and change log, and the
 //! request log.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -4,7 +4,7 @@
 //! values are taken from the sources named in each row (paths relative to kubernetes/kubernetes,
 //! `staging/src/k8s.io/apimachinery/...` written `apimachinery/...`), not from apisim.
 
-mod common;
+use crate::common;
 
 use apisim::{RunningSim, SimConfig};
 use common::*;

@@ -3,7 +3,7 @@
 //! address by one with less state, as an etcd restore looks), legacy `/watch/` paths, boolean
 //! query parameters, and the generated kubeconfig.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

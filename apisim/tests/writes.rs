@@ -2,7 +2,7 @@
 //! `dryRun=All` on every verb, field managers and server-side apply conflicts, DELETE
 //! preconditions and propagation policies, and garbage collection through ownerReferences.
 
-mod common;
+use crate::common;
 
 use apisim::{RunningSim, SimConfig};
 use common::*;

@@ -2,7 +2,7 @@
 //! clock: waits are checked from the Reflector's record and against virtual
 //! elapsed time, never against wall-clock speed.
 
-mod informer_support;
+use crate::informer_support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! end the cache and every listener's reconstructed view equal the server's
 //! state exactly. The longer soak is `cargo run --example informer_soak -- SEED`.
 
-mod informer_support;
+use crate::informer_support;
 
 use std::time::Duration;
 

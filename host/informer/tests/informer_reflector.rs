@@ -1,7 +1,7 @@
 //! Reflector semantics against apisim, one test per semantic (design.md
 //! "Reflector semantics"; I8 for the 410 and error paths).
 
-mod informer_support;
+use crate::informer_support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! test wrote (the keys it changed) and from the handler's own measured time
 //! per event, never from the listener's counters.
 
-mod informer_support;
+use crate::informer_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};

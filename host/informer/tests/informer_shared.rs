@@ -3,7 +3,7 @@
 //! CRDs through discovery; and I6 (a listener added mid-churn gets the replay
 //! then live events, no gap, no duplicate, checked by resourceVersion).
 
-mod informer_support;
+use crate::informer_support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

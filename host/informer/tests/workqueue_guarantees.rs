@@ -7,7 +7,7 @@
 //! concurrency. Oracles are the reconciler's own journal of calls and the
 //! changes the test made, never the queue's counters alone.
 
-mod workqueue_support;
+use crate::workqueue_support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,7 +5,7 @@
 //! triggers queue only the primary keys this host owns. Oracles: the
 //! reconciler's journal and the predicate the test installed.
 
-mod workqueue_support;
+use crate::workqueue_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! answers as the cached object's annotation says; oracles are the host-side
 //! journal of calls, the cache the test scripted, and the plugin's status.
 
-mod runtime_support;
+use crate::runtime_support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,7 +5,7 @@
 //! increase, records each alarm as a Warning Event when asked to, forgets
 //! deleted pods, and turns a bad config or a cache error into an error result.
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use polyglot_support::*;
 use serde_json::json;

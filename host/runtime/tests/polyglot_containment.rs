@@ -6,10 +6,8 @@
 //! a throw is a handler error (the instance lives on); a loop or crash is a
 //! trap of the right kind, re-instantiated with backoff and then quarantined.
 
-#[path = "log_capture/mod.rs"]
-mod log_capture;
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::log_capture;
+use crate::runtime_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! instance cannot be entered again, and a fresh instance of the same component
 //! works; the healthy neighbour handles every event throughout.
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! Event), stays quiet on resyncs, skips events the cache has already
 //! superseded, and turns a bad config into an `init` error.
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use polyglot_support::*;
 use serde_json::json;

@@ -9,10 +9,8 @@
 //! request it sent (to a recording fake API server) is allowed by a grant,
 //! every grant was used, and `events = true` only where it recorded Events.
 
-#[path = "log_capture/mod.rs"]
-mod log_capture;
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::log_capture;
+use crate::runtime_support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -4,12 +4,12 @@
 //! compilation cache, as the host uses it), instantiate + init, and the
 //! per-event time and fuel for a realistic ~3 KB object.
 //!
-//! Run with `cargo test -p wasm-informer-runtime --test polyglot_measure -- --ignored --nocapture`
+//! Run with `cargo test -p wasm-informer-runtime --test integration polyglot_measure:: -- --ignored --nocapture`
 //! (dependencies, wasmtime and cranelift included, are optimised in the test profile).
 //! Ignored by default: it measures, the other polyglot tests check behaviour.
 //! It still asserts that every guest handled every event without error.
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use std::time::{Duration, Instant};
 

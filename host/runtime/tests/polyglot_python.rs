@@ -7,7 +7,7 @@
 //! removed when the pod complies) and records one Warning Event per offending
 //! container.
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use polyglot_support::*;
 use serde_json::json;

@@ -12,13 +12,12 @@
 //! whole objects) and of `synced` events, and the table gives the median and
 //! the min–max of the rounds' means, and the fuel per event.
 //!
-//! Run with `cargo test -p wasm-informer-runtime --test polyglot_runtime_cost -- --ignored --nocapture --test-threads 1`.
+//! Run with `cargo test -p wasm-informer-runtime --test integration polyglot_runtime_cost:: -- --ignored --nocapture --test-threads 1`.
 //! Ignored by default: it measures. It asserts that every event succeeded,
 //! that a cached load beats a compile, and that a 0.2 no-op JS or Python event
 //! costs at most half of a 0.1 one (the goal of 0.2's encoding).
 
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::runtime_support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -28,7 +28,7 @@
 //!   then `apply` in the same reconcile, and `cleanup` for an object being
 //!   deleted that never got the finalizer (with no removal).
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use polyglot_support::*;
 use serde_json::{json, Value};

@@ -12,7 +12,7 @@
 //!   requeue when configured, treat a vanished object as done, retry on
 //!   `forbidden`, stop on `invalid`, and refuse a bad config.
 
-mod polyglot_support;
+use crate::polyglot_support;
 
 use polyglot_support::*;
 use serde_json::json;

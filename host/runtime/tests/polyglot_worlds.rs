@@ -9,8 +9,7 @@
 //! - the controller templates of JavaScript, Python and C load as world
 //!   `controller` and reconcile through `PluginInstance::reconcile`.
 
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::runtime_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

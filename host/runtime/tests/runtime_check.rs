@@ -2,10 +2,8 @@
 //! file and the reason; a valid plugin reports its world, imports and exports.
 //! (The `wasm-informer check` command line is tested in the host crate.)
 
-#[path = "check_support/mod.rs"]
-mod check_support;
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::check_support;
+use crate::runtime_support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

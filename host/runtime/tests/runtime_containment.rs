@@ -3,8 +3,7 @@
 //! events, the faulty one is re-instantiated with backoff and then
 //! quarantined, and the trap kind is the right one.
 
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::runtime_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,8 +4,7 @@
 //! straight into the guest's memory, a 0.2 plugin through the object handles
 //! it reads field by field.
 
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::runtime_support;
 
 use std::sync::Arc;
 

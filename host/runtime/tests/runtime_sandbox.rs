@@ -3,8 +3,7 @@
 //! resource outside its manifest's `read` list is `forbidden` (an error result,
 //! never a trap). Its stdout and stderr reach the host log tagged with its name.
 
-#[path = "runtime_support/mod.rs"]
-mod runtime_support;
+use crate::runtime_support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
