@@ -263,6 +263,9 @@ pub fn main(spec_json: &str) -> Result<()> {
                 Command::Exit => break,
             }
         }
+        if let Running::Ours(s) = &mut run {
+            s.finish_recording().await?;
+        }
         match run {
             Running::Ours(s) => s.stop(),
             Running::Peer(s) => s.stop(),

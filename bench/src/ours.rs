@@ -182,6 +182,8 @@ pub struct OursSide {
     statuses: Vec<(String, Arc<PluginStatus>)>,
     /// Controller plugins, released when the informer has synced.
     controllers: Vec<RunningController>,
+    /// The recording under way, with `ours.record`.
+    recorder: Option<wasm_informer::record::Recorder>,
 }
 
 fn streaming(spec: &SideSpec) -> StreamingList {
@@ -226,6 +228,20 @@ impl OursSide {
         };
         let registry = InformerRegistry::new(client, config);
         let cache: Arc<dyn CacheView> = registry.clone();
+        // As `run --record` starts it: before the plugins, so that it holds
+        // their whole stream.
+        let recorder = match &spec.ours.record {
+            Some(file) => Some(
+                wasm_informer::record::Recorder::start(
+                    &registry,
+                    std::slice::from_ref(&spec.resource),
+                    std::path::Path::new(file),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("recording: {e}"))?,
+            ),
+            None => None,
+        };
         let mut handles = Vec::new();
         let mut probes = Vec::new();
         let mut statuses = Vec::new();
@@ -332,7 +348,25 @@ impl OursSide {
             probes,
             statuses,
             controllers,
+            recorder,
         })
+    }
+
+    /// Finishes the recording, if one is under way, and writes its summary
+    /// beside the file (`FILE.summary.json`).
+    pub async fn finish_recording(&mut self) -> Result<()> {
+        let Some(recorder) = self.recorder.take() else {
+            return Ok(());
+        };
+        let summary = recorder
+            .finish()
+            .await
+            .map_err(|e| anyhow::anyhow!("recording: {e}"))?;
+        let mut path = summary.file.clone().into_os_string();
+        path.push(".summary.json");
+        std::fs::write(&path, serde_json::to_vec(&summary)?)
+            .with_context(|| format!("writing {}", std::path::Path::new(&path).display()))?;
+        Ok(())
     }
 
     /// Starts `workers` instances of the controller component at `path`
@@ -413,6 +447,9 @@ impl OursSide {
         if spec.managed_fields == ManagedFields::Keep {
             builder = builder.keep_managed_fields();
         }
+        if spec.ours.record.is_some() {
+            bail!("a recording reads the informers through the registry, as in the host");
+        }
         let informer = builder.start().await.context("starting the informer")?;
         let mut handles = Vec::new();
         let mut probes = Vec::new();
@@ -444,6 +481,7 @@ impl OursSide {
             probes,
             statuses: Vec::new(),
             controllers: Vec::new(),
+            recorder: None,
         })
     }
 

@@ -4,7 +4,8 @@
 //! Invariant: the full plan is the specification (20k pods for B1/B4, 50k for
 //! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
 //! plugins at 5k events/s for a minute for B8, 5k pods patched for B9, 20k
-//! Deployments reconciled for B10, 50 idle instances for B11) with at least
+//! Deployments reconciled for B10, 50 idle instances for B11, a 20k-event burst
+//! over 20k pods recorded for B12) with at least
 //! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
 //! small sizes with two rounds, so both side orders of the ABBA alternation run.
 
@@ -53,6 +54,9 @@ pub struct Plan {
     pub b10_deployments: usize,
     /// Idle instances started after the first.
     pub b11_instances: usize,
+    /// Pods synced before the recorded burst, and the burst.
+    pub b12_pods: usize,
+    pub b12_events: usize,
 }
 
 impl Plan {
@@ -87,6 +91,8 @@ impl Plan {
                 // Seconds either way; fewer would leave the per-instance
                 // figure to page and allocator-segment rounding.
                 b11_instances: 50,
+                b12_pods: 500,
+                b12_events: 500,
             },
             Mode::Full => Plan {
                 mode,
@@ -117,6 +123,8 @@ impl Plan {
                 b9_events: 20_000,
                 b10_deployments: 20_000,
                 b11_instances: 50,
+                b12_pods: 20_000,
+                b12_events: 20_000,
             },
         }
     }

@@ -153,6 +153,12 @@ pub struct OursConfig {
     /// simulator as usual.
     #[serde(default)]
     pub writes_hang: bool,
+    /// Records what the informer sees into this file, as `run --record`
+    /// does (`wasm_informer::record::Recorder`), started before the
+    /// listeners; at exit the child finishes the file and writes the
+    /// recording's summary to `FILE.summary.json`.
+    #[serde(default)]
+    pub record: Option<String>,
 }
 
 /// The type kube-runtime caches.

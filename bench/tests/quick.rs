@@ -59,6 +59,11 @@ const ROWS: &[(&str, &str)] = &[
     ("B10", "time to first reconcile of a fresh change"),
     ("B11", "Rust no-op plugin, on-demand allocator"),
     ("B11", "Rust no-op plugin, pooling allocator"),
+    (
+        "B12",
+        "the Rust no-op plugin's drain rate with the informer recorded",
+    ),
+    ("B12", "compressed bytes per 10k entries"),
 ];
 
 #[test]

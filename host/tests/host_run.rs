@@ -280,8 +280,5 @@ fn run_sim_reports_every_plugin_and_holds_what_the_simulator_holds() {
         );
     }
     assert!(r["config_errors"].as_array().unwrap().is_empty());
-    assert!(host
-        .log()
-        .iter()
-        .any(|l| l.contains("reason=\"SIGTERM\"")));
+    assert!(host.log().iter().any(|l| l.contains("reason=\"SIGTERM\"")));
 }

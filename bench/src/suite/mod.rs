@@ -24,6 +24,9 @@
 //! from `OursConfig::writes` (and a hanging API server from
 //! `OursConfig::writes_hang`).
 //!
+//! B12 records the informer as `run --record` does (`OursConfig::record`;
+//! the child finishes the file and writes its summary at exit).
+//!
 //! B10 runs controllers: `HandlerKind::WasmController` on our side (run as
 //! the host runs a controller plugin), `PeerFanout::Controller` on the
 //! peer's (`Controller::new`), over `apps/v1/deployments` with
@@ -47,6 +50,7 @@ pub mod b8_scale;
 pub mod b9_writes;
 pub mod b10_controller;
 pub mod b11_instances;
+pub mod b12_recording;
 pub mod burst;
 pub mod compare;
 
@@ -98,6 +102,7 @@ pub const ALL: &[Bench] = &[
     b9_writes::BENCH,
     b10_controller::BENCH,
     b11_instances::BENCH,
+    b12_recording::BENCH,
 ];
 
 /// The Rust plugin `name` as a handler (deadline 1 s, empty config).
@@ -150,6 +155,7 @@ fn base(side: Side, fx: &Fixture, handlers: Vec<HandlerSpec>) -> SideSpec {
             queue_capacity: 1024,
             writes: false,
             writes_hang: false,
+            record: None,
         },
         peer: PeerConfig {
             cache: PeerCache::TypedPod,
