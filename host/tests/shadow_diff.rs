@@ -636,7 +636,7 @@ async fn a_controllers_recording_replayed_into_two_versions_gives_the_shadow_mod
     let depr = store.rid("apps/v1", "deployments");
     // `expose-next` agrees with `expose` but in DIFFERENT, where it is flipped.
     let labels = |ns: &str, i: usize| {
-        let expose = i % 2 == 0;
+        let expose = i.is_multiple_of(2);
         (expose, if ns == DIFFERENT { !expose } else { expose })
     };
     let controller = |name: &str, wasm: &str, extra: &str| {
