@@ -186,6 +186,13 @@ pub struct OursSide {
     recorder: Option<wasm_informer::record::Recorder>,
 }
 
+/// Where the child writes the summary of recording `file` at exit.
+pub fn summary_path(file: &std::path::Path) -> std::path::PathBuf {
+    let mut path = file.as_os_str().to_owned();
+    path.push(".summary.json");
+    path.into()
+}
+
 fn streaming(spec: &SideSpec) -> StreamingList {
     match spec.initial_list {
         InitialList::Streaming => StreamingList::Auto,
@@ -362,10 +369,9 @@ impl OursSide {
             .finish()
             .await
             .map_err(|e| anyhow::anyhow!("recording: {e}"))?;
-        let mut path = summary.file.clone().into_os_string();
-        path.push(".summary.json");
+        let path = summary_path(&summary.file);
         std::fs::write(&path, serde_json::to_vec(&summary)?)
-            .with_context(|| format!("writing {}", std::path::Path::new(&path).display()))?;
+            .with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     }
 

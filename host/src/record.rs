@@ -77,7 +77,7 @@ pub struct Entry {
 }
 
 /// What a recording holds, once written.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     /// The file.
     pub file: PathBuf,

@@ -125,10 +125,14 @@ async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in
     tokio::time::sleep(wasm_informer::shadow::DEFAULT_WINDOW + Duration::from_secs(3)).await;
 
     let log = sim.running().unwrap().request_log().entries();
+    // A patch of plugin `name`, by its field manager.
+    let is_write_of = |r: &apisim::request_log::RequestRecord, name: &str| {
+        r.method == "PATCH"
+            && r.param("fieldManager").as_deref() == Some(&format!("wasm-informer/{name}"))
+    };
     let writes_of = |name: &str| -> Vec<_> {
-        let manager = format!("wasm-informer/{name}");
         log.iter()
-            .filter(|r| r.method == "PATCH" && r.param("fieldManager").as_deref() == Some(&manager))
+            .filter(|r| is_write_of(r, name))
             .cloned()
             .collect()
     };
@@ -174,17 +178,11 @@ async fn a_shadow_differs_exactly_where_it_labels_differently_and_writes_only_in
     // docs/CHANGING-SAFELY.md). The server's log tells those pods apart.
     let first_shadow = log
         .iter()
-        .position(|r| {
-            r.method == "PATCH"
-                && r.param("fieldManager").as_deref() == Some(&format!("wasm-informer/{SHADOW}"))
-        })
+        .position(|r| is_write_of(r, SHADOW))
         .expect("the shadow wrote");
-    let live_manager = format!("wasm-informer/{LIVE}");
     let labelled_before_the_shadow: BTreeSet<(String, String)> = log[..first_shadow]
         .iter()
-        .filter(|r| {
-            r.method == "PATCH" && r.param("fieldManager").as_deref() == Some(&live_manager)
-        })
+        .filter(|r| is_write_of(r, LIVE))
         .map(|w| pod_of(&w.path))
         .collect();
     let shadow_written: BTreeSet<(String, String)> =

@@ -12,9 +12,12 @@
 
 use anyhow::{ensure, Context, Result};
 
+use wasm_informer::record::Summary;
+
 use super::burst::drain_rate_of;
 use super::{handler, ours, rust_plugin, Bench, Ctx};
 use crate::fixture::{Fixture, Mix};
+use crate::ours::summary_path;
 use crate::rounds::{self, Arm};
 use crate::stats::{show, show_in, Spread};
 use crate::table::{Row, Verdict};
@@ -61,21 +64,22 @@ fn round(fx: &Fixture, events: usize, file: Option<&std::path::Path>) -> Result<
             per_10k: None,
         });
     };
-    let mut path = file.as_os_str().to_owned();
-    path.push(".summary.json");
-    let summary: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&path).with_context(|| format!("reading {path:?}"))?,
+    let path = summary_path(file);
+    let summary: Summary = serde_json::from_slice(
+        &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
     )?;
-    let n = |k: &str| summary[k].as_u64().unwrap_or(0);
     ensure!(
-        n("coalesced") == 0 && n("initial") > 0 && n("events") >= events as u64,
-        "the recording does not hold every notification: {summary}"
+        summary.coalesced == 0 && summary.initial > 0 && summary.events >= events as u64,
+        "the recording does not hold every notification: {summary:?}"
     );
     let bytes = std::fs::metadata(file)?.len();
-    ensure!(bytes == n("bytes"), "the file has {bytes} bytes: {summary}");
+    ensure!(
+        bytes == summary.bytes,
+        "the file has {bytes} bytes: {summary:?}"
+    );
     Ok(Recorded {
         rate: d.rate,
-        per_10k: Some(bytes as f64 * 10_000.0 / (n("initial") + n("events")) as f64),
+        per_10k: Some(bytes as f64 * 10_000.0 / (summary.initial + summary.events) as f64),
     })
 }
 
