@@ -12,7 +12,9 @@
 //!   the list gets a final `Deleted` delta flagged `final_state_unknown` (I8: no
 //!   phantoms);
 //! - [`DeltaFifo::has_synced`] turns true only once every item queued by the first
-//!   Replace has been popped *and* reported processed with [`DeltaFifo::done`].
+//!   Replace has been popped *and* reported processed with [`DeltaFifo::done`];
+//! - [`DeltaFifo::barrier`] resolves only once every key queued before it has
+//!   been popped and processed.
 
 #![warn(missing_docs)]
 
@@ -38,6 +40,17 @@ pub enum DeltaType {
     Replaced,
     /// Periodic resync of a cached object.
     Sync,
+    /// Dropped from the cache because its shard range was lost (see
+    /// [`DeltaFifo::evict`]): the object still exists, and no handler is
+    /// told.
+    Evicted,
+}
+
+impl DeltaType {
+    /// Whether the key leaves the cache (a delete or an eviction).
+    pub fn removes(self) -> bool {
+        matches!(self, DeltaType::Deleted | DeltaType::Evicted)
+    }
 }
 
 /// One recorded change.
@@ -83,6 +96,8 @@ struct State {
     /// An empty first list was reported by [`DeltaFifo::pop_process`].
     empty_list_reported: bool,
     closed: bool,
+    /// Queue entries ever appended (for [`DeltaFifo::barrier`]).
+    enqueued: u64,
 }
 
 impl State {
@@ -91,6 +106,8 @@ impl State {
         let deltas = self.items.entry(key.clone()).or_default();
         let was_empty = deltas.is_empty();
         match deltas.last_mut() {
+            // A key already leaving the cache is not evicted again.
+            Some(last) if last.kind.removes() && delta.kind == DeltaType::Evicted => {}
             Some(last) if last.kind == DeltaType::Deleted && delta.kind == DeltaType::Deleted => {
                 // Keep the observed delete over an inferred one; otherwise the newer.
                 if !delta.final_state_unknown || last.final_state_unknown {
@@ -101,13 +118,15 @@ impl State {
         }
         if was_empty {
             self.queue.push_back(key.clone());
+            self.enqueued += 1;
         }
     }
 }
 
-fn take_next(s: &mut State) -> Option<Popped> {
+fn take_next(s: &mut State, processed: &tokio::sync::watch::Sender<u64>) -> Option<Popped> {
     while let Some(key) = s.queue.pop_front() {
         let Some(deltas) = s.items.remove(&key) else {
+            processed.send_modify(|p| *p = p.saturating_add(1));
             continue;
         };
         let initial = s.initial_remaining > 0;
@@ -140,6 +159,8 @@ pub struct DeltaFifo {
     known: Arc<Indexer>,
     /// Pops waiting for an item (a consumer parked on an empty queue).
     waiting: std::sync::atomic::AtomicUsize,
+    /// Queue entries popped and processed (for [`DeltaFifo::barrier`]).
+    processed: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for DeltaFifo {
@@ -158,6 +179,7 @@ impl DeltaFifo {
             notify: Notify::new(),
             known,
             waiting: std::sync::atomic::AtomicUsize::new(0),
+            processed: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -209,7 +231,7 @@ impl DeltaFifo {
             .iter()
             .filter(|(k, _)| !keys.contains(*k))
             .filter_map(|(k, d)| d.last().map(|l| (k.clone(), l.clone())))
-            .filter(|(_, last)| last.kind != DeltaType::Deleted)
+            .filter(|(_, last)| !last.kind.removes())
             .map(|(k, last)| (k, last.object))
             .collect();
         let mut inferred: HashSet<Arc<str>> = HashSet::new();
@@ -232,7 +254,7 @@ impl DeltaFifo {
             if s.items
                 .get(&k)
                 .and_then(|d| d.last())
-                .is_some_and(|l| l.kind == DeltaType::Deleted)
+                .is_some_and(|l| l.kind.removes())
             {
                 continue;
             }
@@ -287,13 +309,14 @@ impl DeltaFifo {
             let notified = self.notify.notified();
             {
                 let mut s = self.state.lock();
-                if let Some(p) = take_next(&mut s) {
+                if let Some(p) = take_next(&mut s, &self.processed) {
                     if let Some(f) = process.take() {
                         f(&p);
                     }
                     if p.initial {
                         s.initial_in_flight = s.initial_in_flight.saturating_sub(1);
                     }
+                    self.processed.send_modify(|n| *n = n.saturating_add(1));
                     return true;
                 }
                 if s.closed {
@@ -321,7 +344,49 @@ impl DeltaFifo {
     /// and then calls [`DeltaFifo::done`]; prefer [`DeltaFifo::pop_process`]
     /// when a Replace may run concurrently.
     pub fn try_pop(&self) -> Option<Popped> {
-        take_next(&mut self.state.lock())
+        let p = take_next(&mut self.state.lock(), &self.processed);
+        if p.is_some() {
+            self.processed.send_modify(|n| *n = n.saturating_add(1));
+        }
+        p
+    }
+
+    /// Queues an [`DeltaType::Evicted`] delta for every key, cached or
+    /// queued, whose latest object `lost` selects (its shard range was
+    /// given up). Returns how many were queued.
+    pub fn evict(&self, lost: impl Fn(&crate::object::Object) -> bool) -> usize {
+        let mut s = self.state.lock();
+        let mut victims: Vec<(Arc<str>, ObjectRef)> = s
+            .items
+            .iter()
+            .filter_map(|(k, d)| d.last().map(|l| (k.clone(), l)))
+            .filter(|(_, l)| !l.kind.removes() && lost(&l.object))
+            .map(|(k, l)| (k, l.object.clone()))
+            .collect();
+        for (k, obj) in self.known.snapshot_entries() {
+            if !s.items.contains_key(&k) && lost(&obj) {
+                victims.push((k, obj));
+            }
+        }
+        let n = victims.len();
+        for (k, obj) in victims {
+            s.queue_action(&k, Delta::new(DeltaType::Evicted, obj));
+        }
+        drop(s);
+        if n > 0 {
+            self.notify.notify_one();
+        }
+        n
+    }
+
+    /// Resolves once every key queued before this call has been popped and
+    /// processed (at once when the queue is empty), or the FIFO is closed.
+    pub fn barrier(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let target = self.state.lock().enqueued;
+        let mut rx = self.processed.subscribe();
+        async move {
+            let _ = rx.wait_for(|p| *p >= target).await;
+        }
     }
 
     /// Reports that a popped item has been fully processed (Indexer updated and
@@ -342,6 +407,8 @@ impl DeltaFifo {
     /// Stops the FIFO: pending and future pops return `None`.
     pub fn close(&self) {
         self.state.lock().closed = true;
+        // Wakes barriers: nothing queued will be processed any more.
+        self.processed.send_modify(|n| *n = u64::MAX);
         self.notify.notify_waiters();
         self.notify.notify_one();
     }

@@ -76,7 +76,7 @@ pub enum InformerError {
 }
 
 /// Counters of one informer, named as in the report JSON.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct InformerStatsSnapshot {
     /// Objects in the cache.
     pub objects: u64,
@@ -96,6 +96,10 @@ pub struct InformerStatsSnapshot {
     pub processor: ProcessorStatsSnapshot,
     /// Keys waiting in the DeltaFIFO.
     pub fifo_queued_keys: u64,
+    /// When sharded at the source: the ranges asked for and covered, and
+    /// whether the server or this replica filters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::SourceShardStatus>,
 }
 
 /// Builds a [`SharedInformer`]: the resource, its indexes, and how its
@@ -198,6 +202,7 @@ pub struct SharedInformer {
     fifo: Arc<DeltaFifo>,
     processor: Arc<Processor>,
     reflector_stats: Arc<ReflectorStats>,
+    shard: Option<Arc<crate::shard::SourceShard>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -263,6 +268,7 @@ impl SharedInformer {
             fifo,
             processor,
             reflector_stats,
+            shard: config.reflector.shard.clone(),
             tasks: Mutex::new(tasks),
         }))
     }
@@ -280,6 +286,11 @@ impl SharedInformer {
     /// The dispatcher and its listeners.
     pub fn processor(&self) -> &Arc<Processor> {
         &self.processor
+    }
+
+    /// The shard handle this informer follows, when sharded at the source.
+    pub fn source_shard(&self) -> Option<&Arc<crate::shard::SourceShard>> {
+        self.shard.as_ref()
     }
 
     /// Reflector counters and lastSyncResourceVersion.
@@ -335,6 +346,7 @@ impl SharedInformer {
             reflector: r,
             processor: self.processor.stats(),
             fifo_queued_keys: queued_keys as u64,
+            shard: self.shard.as_ref().map(|s| s.status()),
         }
     }
 

@@ -157,6 +157,7 @@ pub mod indexer;
 pub mod processor;
 pub mod listener;
 pub mod ownership;
+pub mod shard;
 pub mod latency;
 pub mod handler;
 pub mod registration;

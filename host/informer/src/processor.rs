@@ -120,6 +120,12 @@ impl Processor {
                         final_state_unknown: false,
                     }
                 }
+                DeltaType::Evicted => {
+                    // Out of this replica's shard: gone from the cache, and
+                    // no handler is told (the object still exists).
+                    ix.remove(&popped.key);
+                    continue;
+                }
                 DeltaType::Deleted => {
                     // A delete for a key not cached was never announced: drop it.
                     if ix.remove(&popped.key).is_none() {

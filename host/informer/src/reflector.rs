@@ -45,6 +45,20 @@
 //!   `relists_rv_regressed`);
 //! - a bookmark advances the resourceVersion and produces no delta;
 //! - `last_sync_resource_version` is only ever a version the server sent.
+//!
+//! Sharded at the source ([`ReflectorConfig::shard`], see [`crate::shard`]):
+//! every list and watch carries the `shardSelector` of the ranges asked for,
+//! and every object received is checked against them before the DeltaFIFO, so
+//! the cache holds only the shard whether or not the server applied the
+//! selector. Such a Reflector lists by pages, because only a list's
+//! `ListMeta.shardInfo` says whether the server sharded. A change of the
+//! ranges stops the watch, evicts the lost ranges' objects, lists the gained
+//! ranges alone at the resourceVersion reached (`resourceVersionMatch=Exact`,
+//! a consistent snapshot at the point the watch resumes from), and resumes
+//! the watch with the new selector: nothing is relisted that was already
+//! cached. A gained-range list the server cannot answer (410, or any error)
+//! falls back to a full list of the shard. With no range at all, nothing is
+//! requested and the cache is an empty, synced shard.
 
 #![warn(missing_docs)]
 
@@ -68,6 +82,7 @@ use crate::backoff::{Backoff, BackoffConfig};
 use crate::delta_fifo::DeltaFifo;
 use crate::object::{Object, ObjectRef, Transform};
 use crate::resource::ResourceSpec;
+use crate::shard::{selector, ArcSet, Filtering, SourceShard};
 
 /// Streaming lists that end early, in a row, before falling back to paging.
 const MAX_INCOMPLETE_STREAMING_LISTS: u32 = 3;
@@ -107,6 +122,9 @@ pub struct ReflectorConfig {
     pub max_retry_after: Duration,
     /// Seed for the jitter and the watch timeouts (`None`: from entropy).
     pub seed: Option<u64>,
+    /// Shard at the source: list, watch and cache only the ranges this handle
+    /// asks for. `None`: everything.
+    pub shard: Option<Arc<SourceShard>>,
 }
 
 impl Default for ReflectorConfig {
@@ -120,6 +138,7 @@ impl Default for ReflectorConfig {
             idle_grace: Some(Duration::from_secs(60)),
             max_retry_after: Duration::from_secs(300),
             seed: None,
+            shard: None,
         }
     }
 }
@@ -165,6 +184,8 @@ pub struct ReflectorStats {
     pub errors: AtomicU64,
     /// Objects that could not be decoded and were skipped.
     pub decode_errors: AtomicU64,
+    /// Response bytes received (list pages and watch streams).
+    pub bytes_received: AtomicU64,
     last_sync_resource_version: Mutex<String>,
     last_error: Mutex<Option<String>>,
     waits: Mutex<VecDeque<(WaitReason, Duration)>>,
@@ -199,6 +220,8 @@ pub struct ReflectorStatsSnapshot {
     pub errors: u64,
     /// See [`ReflectorStats::decode_errors`].
     pub decode_errors: u64,
+    /// See [`ReflectorStats::bytes_received`].
+    pub bytes_received: u64,
     /// The last resourceVersion synced to.
     pub last_sync_resource_version: String,
     /// The most recent error, if any.
@@ -235,6 +258,7 @@ impl ReflectorStats {
             events: r(&self.events),
             errors: r(&self.errors),
             decode_errors: r(&self.decode_errors),
+            bytes_received: r(&self.bytes_received),
             last_sync_resource_version: self.last_sync_resource_version(),
             last_error: self.last_error.lock().clone(),
         }
@@ -278,6 +302,8 @@ enum StreamEnd {
     Closed,
     /// A failure.
     Failed(Failure),
+    /// The shard's target ranges changed.
+    Reshard,
 }
 
 #[derive(Deserialize)]
@@ -294,6 +320,9 @@ struct ListMeta {
     resource_version: Option<String>,
     #[serde(rename = "continue", default)]
     cont: Option<String>,
+    /// KEP-5866: present exactly when the server applied a `shardSelector`.
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -406,6 +435,29 @@ pub struct Reflector {
     stats: Arc<ReflectorStats>,
     backoff: Backoff,
     rng: StdRng,
+    /// The shard handle, and the ranges the cache and the requests cover.
+    shard: Option<Shard>,
+}
+
+/// A sharded Reflector's view of its [`SourceShard`].
+struct Shard {
+    handle: Arc<SourceShard>,
+    target: tokio::sync::watch::Receiver<ArcSet>,
+    /// The ranges requested and cached.
+    current: ArcSet,
+    /// A first (empty) list has been handed to the FIFO.
+    announced: bool,
+}
+
+impl Shard {
+    /// Whether `obj` is in `arcs`; counts it when not.
+    fn admits(&self, arcs: &ArcSet, obj: &Object) -> bool {
+        let ok = arcs.contains(self.handle.field().point(obj));
+        if !ok {
+            self.handle.count_filtered();
+        }
+        ok
+    }
 }
 
 impl Reflector {
@@ -427,6 +479,12 @@ impl Reflector {
             ),
             None => (Backoff::new(config.backoff.clone()), StdRng::from_os_rng()),
         };
+        let shard = config.shard.clone().map(|handle| Shard {
+            target: handle.subscribe_target(),
+            handle,
+            current: ArcSet::empty(),
+            announced: false,
+        });
         Self {
             client,
             spec,
@@ -435,6 +493,7 @@ impl Reflector {
             stats: Arc::new(ReflectorStats::default()),
             backoff,
             rng,
+            shard,
         }
     }
 
@@ -448,9 +507,28 @@ impl Reflector {
         let mut list_rv = "0".to_string();
         let mut need_list = true;
         let mut rv = String::new();
-        let mut streaming = self.config.streaming_list == StreamingList::Auto;
+        let mut streaming =
+            self.config.streaming_list == StreamingList::Auto && self.shard.is_none();
         let mut incomplete = 0u32;
         loop {
+            if let Some(sh) = self.shard.as_mut() {
+                if sh.target.has_changed().unwrap_or(false) || sh.current != *sh.target.borrow() {
+                    self.reshard(&mut need_list, &mut list_rv, &rv).await;
+                    continue;
+                }
+                if sh.current.is_empty() {
+                    // Nothing to ask for: an empty, synced shard until the
+                    // host gives this replica a range.
+                    if !sh.announced {
+                        sh.announced = true;
+                        self.fifo.replace(Vec::new());
+                    }
+                    if sh.target.changed().await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
             if need_list && streaming {
                 let mut initial = Some(Initial {
                     items: HashMap::new(),
@@ -492,6 +570,7 @@ impl Reflector {
                     Ok(new_rv) => {
                         rv = new_rv;
                         need_list = false;
+                        self.covered_now().await;
                     }
                     Err(f) => {
                         self.after_failure(f, &mut need_list, &mut list_rv).await;
@@ -516,8 +595,139 @@ impl Reflector {
                     ReflectorStats::inc(&self.stats.watch_restarts);
                 }
             }
+            // Handled at the top of the loop.
+            StreamEnd::Reshard => {}
             StreamEnd::Failed(f) => self.after_failure(f, need_list, list_rv).await,
         }
+    }
+
+    /// Once the FIFO has applied what was queued, reports the shard's
+    /// current ranges as covered by the cache.
+    async fn covered_now(&mut self) {
+        if let Some(sh) = &mut self.shard {
+            sh.announced = true;
+            self.fifo.barrier().await;
+            sh.handle.set_covered(sh.current.clone());
+        }
+    }
+
+    /// Follows a new target: evicts the lost ranges, lists the gained ones
+    /// at `rv` (or leaves them to the next full list), and lets the loop
+    /// resume the watch with the new selector.
+    async fn reshard(&mut self, need_list: &mut bool, list_rv: &mut String, rv: &str) {
+        let Some(sh) = self.shard.as_mut() else {
+            return;
+        };
+        let next = sh.target.borrow_and_update().clone();
+        let lost = sh.current.subtract(&next);
+        let gained = next.subtract(&sh.current);
+        sh.handle.set_covered(sh.handle.covered().intersect(&next));
+        if !lost.is_empty() {
+            let field = sh.handle.field();
+            let n = self.fifo.evict(|o| lost.contains(field.point(o)));
+            sh.handle.count_evicted(n);
+            tracing::info!(resource = %self.spec.id, evicted = n, share = next.fraction(), "shard ranges lost: their objects leave the cache");
+        }
+        sh.current = next;
+        if gained.is_empty() {
+            return;
+        }
+        if *need_list || rv.is_empty() || !sh.announced {
+            // The next list is of the whole new shard.
+            *need_list = true;
+            return;
+        }
+        match self.range_list(&gained, rv).await {
+            Ok(n) => {
+                tracing::info!(resource = %self.spec.id, listed = n, share = gained.fraction(), "shard ranges gained: listed at resourceVersion {rv}");
+                self.covered_now().await;
+            }
+            Err(f) => {
+                tracing::info!(resource = %self.spec.id, error = ?f, "listing gained shard ranges failed: listing the whole shard");
+                let relist = matches!(f, Failure::Gone(_) | Failure::TooLarge(_));
+                if !relist {
+                    self.after_failure(f, need_list, list_rv).await;
+                }
+                *need_list = true;
+                *list_rv = String::new();
+            }
+        }
+    }
+
+    /// Lists the objects of `gained` as of `rv` (an exact snapshot) and
+    /// queues them as adds. Returns how many were queued.
+    async fn range_list(&mut self, gained: &ArcSet, rv: &str) -> Result<usize, Failure> {
+        let Some(sh) = self.shard.as_ref() else {
+            return Ok(0);
+        };
+        let sel = selector(sh.handle.field(), gained);
+        let limit = self.config.page_size.to_string();
+        let mut cont = String::new();
+        let mut n = 0;
+        loop {
+            let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
+            if let Some(sel) = &sel {
+                q.push(("shardSelector", sel));
+            }
+            if cont.is_empty() {
+                q.push(("resourceVersion", rv));
+                q.push(("resourceVersionMatch", "Exact"));
+            } else {
+                q.push(("continue", &cont));
+            }
+            let resp = self.send(&q).await?;
+            let body = read_all(resp.into_body(), usize::MAX)
+                .await
+                .map_err(|e| Failure::Other(format!("reading list of {}: {e}", self.spec.id)))?;
+            ReflectorStats::inc(&self.stats.list_pages);
+            self.stats
+                .bytes_received
+                .fetch_add(body.len() as u64, Ordering::Relaxed);
+            let page: ListPage<'_> = serde_json::from_slice(&body)
+                .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
+            let sh = self.shard.as_ref().expect("sharded");
+            if sel.is_some() {
+                sh.handle
+                    .set_filtering(if page.metadata.shard_info.is_some() {
+                        Filtering::Server
+                    } else {
+                        Filtering::Client
+                    });
+            }
+            for item in page.items.unwrap_or_default() {
+                match Object::from_json(item.get().as_bytes(), &self.config.transform) {
+                    Ok(o) if sh.admits(gained, &o) => {
+                        n += 1;
+                        self.fifo.add(Arc::new(o));
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.decode_error(&e.to_string()),
+                }
+            }
+            let next = page.metadata.cont.unwrap_or_default();
+            if next.is_empty() {
+                break;
+            }
+            cont = next;
+        }
+        if let Some(sh) = &self.shard {
+            sh.handle.count_range_list(n);
+        }
+        Ok(n)
+    }
+
+    /// The `shardSelector` of the ranges requested, when sharded and not
+    /// the whole space.
+    fn shard_selector(&self) -> Option<String> {
+        let sh = self.shard.as_ref()?;
+        selector(sh.handle.field(), &sh.current)
+    }
+
+    /// Whether `obj` belongs in the cache (always, unless sharded).
+    fn admits(&self, obj: &Object) -> bool {
+        self.shard
+            .as_ref()
+            .is_none_or(|sh| sh.admits(&sh.current, obj))
     }
 
     async fn after_failure(&mut self, f: Failure, need_list: &mut bool, list_rv: &mut String) {
@@ -620,10 +830,14 @@ impl Reflector {
     /// list's resourceVersion is returned.
     async fn paged_list(&mut self, list_rv: &str) -> Result<String, Failure> {
         let limit = self.config.page_size.to_string();
+        let sel = self.shard_selector();
         let mut cont = String::new();
         let mut objects: Vec<ObjectRef> = Vec::new();
         let rv = loop {
             let mut q: Vec<(&str, &str)> = vec![("limit", &limit)];
+            if let Some(sel) = &sel {
+                q.push(("shardSelector", sel));
+            }
             if cont.is_empty() {
                 if !list_rv.is_empty() {
                     q.push(("resourceVersion", list_rv));
@@ -636,11 +850,23 @@ impl Reflector {
                 .await
                 .map_err(|e| Failure::Other(format!("reading list of {}: {e}", self.spec.id)))?;
             ReflectorStats::inc(&self.stats.list_pages);
+            self.stats
+                .bytes_received
+                .fetch_add(body.len() as u64, Ordering::Relaxed);
             let page: ListPage<'_> = serde_json::from_slice(&body)
                 .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
+            if let (Some(sh), Some(_)) = (&self.shard, &sel) {
+                sh.handle
+                    .set_filtering(if page.metadata.shard_info.is_some() {
+                        Filtering::Server
+                    } else {
+                        Filtering::Client
+                    });
+            }
             for item in page.items.unwrap_or_default() {
                 match Object::from_json(item.get().as_bytes(), &self.config.transform) {
-                    Ok(o) => objects.push(Arc::new(o)),
+                    Ok(o) if self.admits(&o) => objects.push(Arc::new(o)),
+                    Ok(_) => {}
                     Err(e) => self.decode_error(&e.to_string()),
                 }
             }
@@ -709,12 +935,16 @@ impl Reflector {
     async fn watch(&mut self, rv: &mut String) -> StreamEnd {
         let timeout = self.watch_timeout();
         let ts = timeout.to_string();
-        let q: Vec<(&str, &str)> = vec![
+        let sel = self.shard_selector();
+        let mut q: Vec<(&str, &str)> = vec![
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", &ts),
             ("resourceVersion", rv.as_str()),
         ];
+        if let Some(sel) = &sel {
+            q.push(("shardSelector", sel));
+        }
         ReflectorStats::inc(&self.stats.watches);
         let resp = match self.send(&q).await {
             Ok(r) => r,
@@ -738,6 +968,22 @@ impl Reflector {
         let mut buf: Vec<u8> = Vec::new();
         loop {
             let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+            // A change of the shard's ranges ends the stream at once.
+            let reshard = async {
+                match self.shard.as_mut() {
+                    Some(sh) => {
+                        let _ = sh.target.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let frame = async {
+                tokio::select! {
+                    biased;
+                    _ = reshard => None,
+                    f = frame => Some(f),
+                }
+            };
             let frame = match idle {
                 Some(d) => match tokio::time::timeout(d, frame).await {
                     Ok(f) => f,
@@ -750,6 +996,9 @@ impl Reflector {
                     }
                 },
                 None => frame.await,
+            };
+            let Some(frame) = frame else {
+                return StreamEnd::Reshard;
             };
             let data: Bytes = match frame {
                 None => {
@@ -774,6 +1023,9 @@ impl Reflector {
                     Err(_) => continue,
                 },
             };
+            self.stats
+                .bytes_received
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
             buf.extend_from_slice(&data);
             let mut start = 0;
             while let Some(pos) = buf[start..].iter().position(|b| *b == b'\n') {
@@ -829,6 +1081,14 @@ impl Reflector {
                 let new_rv = obj.meta.resource_version.clone();
                 if initial.is_none() {
                     self.check_not_regressed(rv, &new_rv, ev.kind)?;
+                }
+                if !self.admits(&obj) {
+                    // Not this replica's shard (a server that ignores the
+                    // selector): the version still advances.
+                    if !new_rv.is_empty() {
+                        *rv = new_rv;
+                    }
+                    return Ok(());
                 }
                 ReflectorStats::inc(&self.stats.events);
                 if let Some(init) = initial.as_mut() {

@@ -50,6 +50,7 @@ use crate::informer::{InformerConfig, InformerError, InformerStatsSnapshot, Shar
 use crate::object::ObjectRef;
 use crate::registration::Registration;
 use crate::resource::{ResourceError, ResourceId, ResourceSpec};
+use crate::shard::SourceSharding;
 
 struct RegEntry {
     informer: Arc<SharedInformer>,
@@ -93,6 +94,7 @@ pub struct InformerRegistry {
     running: Mutex<HashMap<String, RegEntry>>,
     indexes: Mutex<HashMap<String, Vec<IndexSpec>>>,
     starting: tokio::sync::Mutex<()>,
+    sharding: Mutex<Option<Arc<dyn SourceSharding>>>,
 }
 
 impl std::fmt::Debug for InformerRegistry {
@@ -112,7 +114,14 @@ impl InformerRegistry {
             running: Mutex::new(HashMap::new()),
             indexes: Mutex::new(HashMap::new()),
             starting: tokio::sync::Mutex::new(()),
+            sharding: Mutex::new(None),
         })
+    }
+
+    /// Decides which informers started from now on are sharded at the
+    /// source, and follow which ranges (see [`crate::shard`]).
+    pub fn set_source_sharding(&self, sharding: Arc<dyn SourceSharding>) {
+        *self.sharding.lock() = Some(sharding);
     }
 
     fn canonical(resource: &str) -> Result<String, ResourceError> {
@@ -164,6 +173,8 @@ impl InformerRegistry {
         if let Some(extra) = self.indexes.lock().get(&id) {
             config.indexes.extend(extra.iter().cloned());
         }
+        let sharding = self.sharding.lock().clone();
+        config.reflector.shard = sharding.and_then(|s| s.source_for(&spec.id_string()));
         let informer = SharedInformer::start(self.client.clone(), spec, config)?;
         self.running.lock().insert(
             id.clone(),

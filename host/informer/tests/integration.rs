@@ -16,6 +16,7 @@ mod informer_dispatch;
 mod informer_ownership;
 mod informer_reflector;
 mod informer_resync;
+mod informer_shard;
 mod informer_shared;
 mod workqueue_ageing;
 mod workqueue_guarantees;

@@ -16,7 +16,7 @@
 //! - An [`ArcSet`] is a sorted list of disjoint, non-adjacent, inclusive
 //!   ranges of `u64`.
 
-use std::fmt;
+pub use kube_informer::shard::ArcSet;
 
 /// The stable 64-bit hash of shard keys and virtual nodes.
 pub fn hash(bytes: &[u8]) -> u64 {
@@ -33,128 +33,6 @@ pub fn hash(bytes: &[u8]) -> u64 {
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^= h >> 33;
     h
-}
-
-/// A set of points of the hash space, as inclusive ranges.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct ArcSet {
-    ranges: Vec<(u64, u64)>,
-}
-
-impl fmt::Debug for ArcSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "ArcSet({} ranges, {:.3} of the ring)",
-            self.ranges.len(),
-            self.fraction()
-        )
-    }
-}
-
-impl ArcSet {
-    /// No point.
-    pub fn empty() -> Self {
-        Self::default()
-    }
-
-    /// Every point.
-    pub fn full() -> Self {
-        Self {
-            ranges: vec![(0, u64::MAX)],
-        }
-    }
-
-    /// From arbitrary inclusive ranges (any order, overlapping or not).
-    pub fn from_ranges(mut ranges: Vec<(u64, u64)>) -> Self {
-        ranges.retain(|(a, b)| a <= b);
-        ranges.sort_unstable();
-        let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-        for (a, b) in ranges {
-            match out.last_mut() {
-                Some((_, e)) if *e == u64::MAX || a <= *e + 1 => *e = (*e).max(b),
-                _ => out.push((a, b)),
-            }
-        }
-        Self { ranges: out }
-    }
-
-    /// The ranges, sorted and disjoint.
-    pub fn ranges(&self) -> &[(u64, u64)] {
-        &self.ranges
-    }
-
-    /// Whether `h` is in the set (a binary search).
-    pub fn contains(&self, h: u64) -> bool {
-        let i = self.ranges.partition_point(|(_, e)| *e < h);
-        self.ranges.get(i).is_some_and(|(a, _)| *a <= h)
-    }
-
-    /// Whether the set holds no point.
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
-    /// The share of the hash space in the set, from 0 to 1.
-    pub fn fraction(&self) -> f64 {
-        let points: f64 = self.ranges.iter().map(|(a, b)| (b - a) as f64 + 1.0).sum();
-        points / 18_446_744_073_709_551_616.0
-    }
-
-    /// Points in both sets.
-    pub fn intersect(&self, other: &ArcSet) -> ArcSet {
-        let (mut i, mut j) = (0, 0);
-        let mut out = Vec::new();
-        while i < self.ranges.len() && j < other.ranges.len() {
-            let (a1, b1) = self.ranges[i];
-            let (a2, b2) = other.ranges[j];
-            let (a, b) = (a1.max(a2), b1.min(b2));
-            if a <= b {
-                out.push((a, b));
-            }
-            if b1 < b2 {
-                i += 1;
-            } else {
-                j += 1;
-            }
-        }
-        ArcSet::from_ranges(out)
-    }
-
-    /// Points not in the set.
-    pub fn complement(&self) -> ArcSet {
-        let mut out = Vec::new();
-        let mut next: Option<u64> = Some(0);
-        for (a, b) in &self.ranges {
-            if let Some(n) = next {
-                if *a > n {
-                    out.push((n, a - 1));
-                }
-            }
-            next = b.checked_add(1);
-        }
-        if let Some(n) = next {
-            out.push((n, u64::MAX));
-        }
-        ArcSet { ranges: out }
-    }
-
-    /// Points in `self` and not in `other`.
-    pub fn subtract(&self, other: &ArcSet) -> ArcSet {
-        self.intersect(&other.complement())
-    }
-
-    /// Points in either set.
-    pub fn union(&self, other: &ArcSet) -> ArcSet {
-        let mut all = self.ranges.clone();
-        all.extend_from_slice(&other.ranges);
-        ArcSet::from_ranges(all)
-    }
-
-    /// Whether every point of `other` is in `self`.
-    pub fn contains_set(&self, other: &ArcSet) -> bool {
-        other.subtract(self).is_empty()
-    }
 }
 
 /// Default virtual nodes per member, as in kubernetes-controller-sharding.
@@ -311,23 +189,6 @@ mod tests {
             }
         }
         assert!((2_000..4_700).contains(&moved), "moved {moved}");
-    }
-
-    #[test]
-    fn arc_set_algebra() {
-        let a = ArcSet::from_ranges(vec![(0, 10), (20, 30), (11, 12)]);
-        assert_eq!(a.ranges(), &[(0, 12), (20, 30)]);
-        let b = ArcSet::from_ranges(vec![(5, 25)]);
-        assert_eq!(a.intersect(&b).ranges(), &[(5, 12), (20, 25)]);
-        assert_eq!(a.subtract(&b).ranges(), &[(0, 4), (26, 30)]);
-        assert_eq!(a.union(&b).ranges(), &[(0, 30)]);
-        assert_eq!(a.complement().ranges(), &[(13, 19), (31, u64::MAX)]);
-        assert!(ArcSet::full().complement().is_empty());
-        assert_eq!(ArcSet::empty().complement(), ArcSet::full());
-        assert!(ArcSet::full().contains(u64::MAX) && ArcSet::full().contains(0));
-        assert!(a.contains(12) && !a.contains(13) && a.contains(30) && !a.contains(31));
-        assert!(a.contains_set(&ArcSet::from_ranges(vec![(1, 2), (21, 22)])));
-        assert!((ArcSet::full().fraction() - 1.0).abs() < 1e-12);
     }
 
     #[test]
