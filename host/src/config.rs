@@ -415,6 +415,11 @@ pub struct SimSettings {
     /// Bearer tokens it accepts besides the admin's: (token, user). Set by
     /// `wasm-informer sim --token`, not by host.toml.
     pub tokens: Vec<(String, String)>,
+    /// The simulator serves server-side sharded list and watch (KEP-5866,
+    /// the `ShardedListAndWatch` feature gate of Kubernetes 1.36): lists and
+    /// watches honour `shardSelector`. Off, it ignores the parameter as an
+    /// older server does.
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for SimSettings {
@@ -430,6 +435,7 @@ impl Default for SimSettings {
             deployment_churn: 1,
             rbac: false,
             tokens: Vec::new(),
+            sharded_list_and_watch: false,
         }
     }
 }
@@ -499,6 +505,7 @@ struct RawSim {
     expose_fraction: Option<Spanned<f64>>,
     deployment_churn: Option<u32>,
     rbac: Option<bool>,
+    sharded_list_and_watch: Option<bool>,
 }
 
 /// `[indexers.RESOURCE]` tables: index name to field path.
@@ -694,6 +701,7 @@ impl HostSettings {
                 deployment_churn: s.deployment_churn.unwrap_or(d.deployment_churn),
                 rbac: s.rbac.unwrap_or(false),
                 tokens: Vec::new(),
+                sharded_list_and_watch: s.sharded_list_and_watch.unwrap_or(false),
             };
         }
         if let Some(c) = raw.cluster {
@@ -735,6 +743,44 @@ impl ClusterMode {
     }
 }
 
+/// What places an object on the shard ring (`[cluster] shard_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShardBy {
+    /// `group/Kind/namespace/name` of the object's controller owner, else of
+    /// itself: an owner and its children on one replica, every replica
+    /// caching everything (the default).
+    #[default]
+    Owner,
+    /// The FNV-1a hash of `metadata.uid`, as the API server's sharded list
+    /// and watch (KEP-5866) computes it: each replica lists, watches and
+    /// caches only its shard; one large namespace spreads over every replica.
+    Uid,
+    /// The FNV-1a hash of `metadata.namespace`, sharded at the source too:
+    /// a namespace, and so an owner with its children, stays on one replica.
+    Namespace,
+}
+
+impl ShardBy {
+    /// As written in host.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardBy::Owner => "owner",
+            ShardBy::Uid => "uid",
+            ShardBy::Namespace => "namespace",
+        }
+    }
+
+    /// The field the API server shards by, for the modes sharded at the source.
+    pub fn source_field(self) -> Option<kube_informer::shard::ShardField> {
+        match self {
+            ShardBy::Owner => None,
+            ShardBy::Uid => Some(kube_informer::shard::ShardField::Uid),
+            ShardBy::Namespace => Some(kube_informer::shard::ShardField::Namespace),
+        }
+    }
+}
+
 /// The `[cluster]` table: leader election or sharding on Leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterSettings {
@@ -756,6 +802,12 @@ pub struct ClusterSettings {
     pub clock_skew_margin_ms: u64,
     /// Sharded mode: virtual nodes per member on the hash ring.
     pub virtual_nodes: u32,
+    /// Sharded mode: what places an object on the ring, for every resource
+    /// not in `shard_by_resource`.
+    pub shard_by: ShardBy,
+    /// Sharded mode: `shard_by` per resource (canonical ids such as
+    /// `v1/pods`).
+    pub shard_by_resource: BTreeMap<String, ShardBy>,
 }
 
 impl Default for ClusterSettings {
@@ -770,11 +822,21 @@ impl Default for ClusterSettings {
             retry_period_ms: 2_000,
             clock_skew_margin_ms: 1_000,
             virtual_nodes: 100,
+            shard_by: ShardBy::Owner,
+            shard_by_resource: BTreeMap::new(),
         }
     }
 }
 
 impl ClusterSettings {
+    /// What places an object of `resource` (a canonical id) on the ring.
+    pub fn shard_by_for(&self, resource: &str) -> ShardBy {
+        self.shard_by_resource
+            .get(resource)
+            .copied()
+            .unwrap_or(self.shard_by)
+    }
+
     /// The durations, as the lease code takes them.
     pub fn timing(&self) -> crate::cluster::lease::Timing {
         use std::time::Duration;
@@ -799,6 +861,8 @@ struct RawCluster {
     retry_period_ms: Option<Spanned<u64>>,
     clock_skew_margin_ms: Option<Spanned<u64>>,
     virtual_nodes: Option<Spanned<u32>>,
+    shard_by: Option<ShardBy>,
+    shard_by_resource: Option<BTreeMap<Spanned<String>, ShardBy>>,
 }
 
 /// Checks a Lease name (an RFC 1123 subdomain).
@@ -869,6 +933,13 @@ impl RawCluster {
                 ));
             }
             out.virtual_nodes = *v.get_ref();
+        }
+        out.shard_by = self.shard_by.unwrap_or_default();
+        for (r, by) in self.shard_by_resource.unwrap_or_default() {
+            let id = kube_informer::ResourceId::parse(r.get_ref()).map_err(|e| {
+                ConfigError::at(src, r.span(), "cluster.shard_by_resource", e.to_string())
+            })?;
+            out.shard_by_resource.insert(id.to_string(), by);
         }
         if let Err(reason) = out.timing().validate() {
             // Point at the first key the message names that the file sets.

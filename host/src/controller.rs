@@ -135,6 +135,16 @@ impl ControllerPart {
             .clone()
             .ok_or_else(|| format!("{}: not a controller manifest", manifest.file.display()))?;
         let primary = spec.primary.value.clone();
+        if let Some(c) = cluster {
+            let owns: Vec<String> = spec.owns.iter().map(|o| o.value.clone()).collect();
+            let watches: Vec<String> = spec
+                .watches
+                .iter()
+                .map(|w| w.resource.value.clone())
+                .collect();
+            c.check_controller(&primary, &owns, &watches)
+                .map_err(|e| format!("{}: {e}", manifest.file.display()))?;
+        }
         let reconcilers = ReconcileWorker::start_all(
             engine,
             loaded,

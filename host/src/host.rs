@@ -372,6 +372,9 @@ impl Host {
         );
         let api: Arc<dyn ClusterApi> = kube_api.clone();
         let registry = InformerRegistry::new(client, informer_config);
+        if let Some(c) = &options.cluster {
+            c.shard_at_source(&registry);
+        }
         for (resource, indexes) in &config.host.indexers {
             for ix in indexes {
                 registry
@@ -1132,6 +1135,9 @@ impl Host {
                     relists_rv_regressed: s.reflector.relists_rv_regressed,
                     synced: s.has_synced,
                     running: true,
+                    bytes_received: s.reflector.bytes_received,
+                    events_received: s.reflector.events,
+                    shard: s.shard.as_ref().map(crate::report::SourceShardReport::of),
                 },
             );
         }
@@ -1323,6 +1329,7 @@ impl Observe for Host {
         let mut v = serde_json::to_value(c.report()).ok()?;
         if with_keys {
             v["owned_keys"] = serde_json::to_value(c.owned_keys()).ok()?;
+            v["cached_keys"] = serde_json::to_value(c.cached_keys()).ok()?;
         }
         Some(v)
     }

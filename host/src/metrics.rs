@@ -452,6 +452,64 @@ impl Collector for ReportCollector {
             &per_informer(&|i| i.relists_rv_regressed as f64),
         )?;
 
+        family(
+            &mut enc,
+            "wasm_informer_informer_bytes_received",
+            "Response bytes the informer received (list pages and watch streams).",
+            MetricType::Counter,
+            &per_informer(&|i| i.bytes_received as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_events_received",
+            "Watch events the informer applied to its cache.",
+            MetricType::Counter,
+            &per_informer(&|i| i.events_received as f64),
+        )?;
+        let sharded: Vec<_> = informers
+            .iter()
+            .filter_map(|(n, i)| i.shard.as_ref().map(|s| (n.as_str(), s)))
+            .collect();
+        let per_shard = |f: &dyn Fn(&crate::report::SourceShardReport) -> f64| {
+            sharded
+                .iter()
+                .map(|(n, s)| {
+                    (
+                        vec![("resource", *n), ("filtering", s.filtering.as_str())],
+                        f(s),
+                    )
+                })
+                .collect::<Vec<(Labels<'_>, f64)>>()
+        };
+        family(
+            &mut enc,
+            "wasm_informer_informer_shard_ratio",
+            "Share of the hash space an informer sharded at the source asks for (label filtering: server when the API server applies shardSelector, client when this replica filters what it receives).",
+            MetricType::Gauge,
+            &per_shard(&|s| s.target_fraction),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_shard_covered_ratio",
+            "Share of the hash space whose objects an informer sharded at the source has all cached.",
+            MetricType::Gauge,
+            &per_shard(&|s| s.covered_fraction),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_shard_filtered_out",
+            "Objects received outside the shard and dropped before the cache (non-zero when the server ignores shardSelector).",
+            MetricType::Counter,
+            &per_shard(&|s| s.filtered_out as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_shard_evicted",
+            "Cached objects dropped because their shard range moved to another replica.",
+            MetricType::Counter,
+            &per_shard(&|s| s.evicted as f64),
+        )?;
+
         let mut reloads = Vec::new();
         for action in ["added", "changed", "removed", "rejected"] {
             let n = r.reloads.iter().filter(|e| e.action == action).count();

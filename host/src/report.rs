@@ -215,6 +215,72 @@ pub struct InformerReport {
     /// Extra: the informer is still running (false once its last user went).
     #[serde(default)]
     pub running: bool,
+    /// Extra: response bytes received (list pages and watch streams).
+    #[serde(default)]
+    pub bytes_received: u64,
+    /// Extra: watch events applied to the cache.
+    #[serde(default)]
+    pub events_received: u64,
+    /// Extra: when sharded at the source, its ranges and who filters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<SourceShardReport>,
+}
+
+/// One informer's cache in a sharded replica.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterCache {
+    /// `owner` (cached in full, delivered by the owner's hash), `uid` or
+    /// `namespace` (sharded at the source).
+    pub shard_by: String,
+    /// Objects in the cache.
+    pub objects: u64,
+    /// Present when sharded at the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceShardReport>,
+}
+
+/// A source-sharded informer's shard, as the report and `/cluster` show it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SourceShardReport {
+    /// `uid` or `namespace`.
+    pub shard_by: String,
+    /// `server` (the API server applied the `shardSelector`: the watch
+    /// traffic splits), `client` (it ignored it: everything is received and
+    /// filtered here, the traffic does not split) or `unknown` (no list yet).
+    pub filtering: String,
+    /// The ranges asked for, inclusive, in hex.
+    pub ranges: Vec<(String, String)>,
+    /// The share of the hash space asked for.
+    pub target_fraction: f64,
+    /// The share of the hash space whose objects are all cached.
+    pub covered_fraction: f64,
+    /// Objects received outside the ranges and dropped before the cache.
+    pub filtered_out: u64,
+    /// Cached objects dropped with a lost range (no plugin is told).
+    pub evicted: u64,
+    /// Lists of gained ranges only.
+    pub range_lists: u64,
+}
+
+impl SourceShardReport {
+    /// From the informer's handle.
+    pub fn of(s: &kube_informer::shard::SourceShardStatus) -> Self {
+        let filtering = match s.filtering {
+            kube_informer::shard::Filtering::Server => "server",
+            kube_informer::shard::Filtering::Client => "client",
+            kube_informer::shard::Filtering::Unknown => "unknown",
+        };
+        Self {
+            shard_by: s.field.as_str().into(),
+            filtering: filtering.into(),
+            ranges: s.target.clone(),
+            target_fraction: s.target_fraction,
+            covered_fraction: s.covered_fraction,
+            filtered_out: s.filtered_out,
+            evicted: s.evicted,
+            range_lists: s.range_lists,
+        }
+    }
 }
 
 /// One hot-reload or load decision, in order.
@@ -323,6 +389,11 @@ pub struct ClusterReport {
     /// The last failed Lease request, if the last one failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Sharded mode: per running informer, what places its objects on the
+    /// ring, the objects it caches, and, when it is sharded at the source,
+    /// the ranges it holds and whether the server or this replica filters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub caches: BTreeMap<String, ClusterCache>,
 }
 
 impl Report {

@@ -97,6 +97,7 @@ impl EmbeddedSim {
         let sim = Sim::new(SimConfig {
             rbac: settings.rbac,
             tls: settings.rbac,
+            sharded_list_and_watch: settings.sharded_list_and_watch,
             ..SimConfig::default()
         });
         for (token, user) in &settings.tokens {

@@ -23,6 +23,7 @@ mod cluster_leader;
 mod cluster_nemesis;
 mod cluster_partition;
 mod cluster_sharded;
+mod cluster_source_shard;
 mod cluster_soak;
 mod controller_e2e;
 mod deploy_manifests;

@@ -454,7 +454,9 @@ impl Shard {
     fn admits(&self, arcs: &ArcSet, obj: &Object) -> bool {
         let ok = arcs.contains(self.handle.field().point(obj));
         if !ok {
+            // Only a server that ignored the selector sends such an object.
             self.handle.count_filtered();
+            self.handle.set_filtering(Filtering::Client);
         }
         ok
     }
@@ -629,6 +631,12 @@ impl Reflector {
             tracing::info!(resource = %self.spec.id, evicted = n, share = next.fraction(), "shard ranges lost: their objects leave the cache");
         }
         sh.current = next;
+        if sh.handle.filtering() == Filtering::Unknown && sh.announced {
+            self.probe_filtering().await;
+        }
+        let Some(sh) = self.shard.as_mut() else {
+            return;
+        };
         if gained.is_empty() {
             return;
         }
@@ -651,6 +659,33 @@ impl Reflector {
                 *need_list = true;
                 *list_rv = String::new();
             }
+        }
+    }
+
+    /// Learns whether the server applies the selector, when no list has
+    /// told yet (the first list covered the whole space, which needs none):
+    /// one list of at most one object, whose `shardInfo` says. A failure
+    /// leaves it unknown until the next list.
+    async fn probe_filtering(&mut self) {
+        let Some(sel) = self.shard_selector() else {
+            return;
+        };
+        let Ok(resp) = self.send(&[("limit", "1"), ("shardSelector", &sel)]).await else {
+            return;
+        };
+        let Ok(body) = read_all(resp.into_body(), 1 << 20).await else {
+            return;
+        };
+        self.stats
+            .bytes_received
+            .fetch_add(body.len() as u64, Ordering::Relaxed);
+        if let (Ok(page), Some(sh)) = (serde_json::from_slice::<ListPage<'_>>(&body), &self.shard) {
+            sh.handle
+                .set_filtering(if page.metadata.shard_info.is_some() {
+                    Filtering::Server
+                } else {
+                    Filtering::Client
+                });
         }
     }
 

@@ -30,7 +30,7 @@ use kube_informer::{Handover, InformerRegistry, Ownership, Owns};
 use parking_lot::{Mutex, RwLock};
 
 use super::ring::ArcSet;
-use super::shard::{Kinds, ShardOwns};
+use super::shard::{Kinds, Placement, ShardOwns};
 
 /// How often a hand-over that is still waiting is logged.
 pub const WAIT_WARN_EVERY: Duration = Duration::from_secs(5);
@@ -99,6 +99,7 @@ struct State {
 pub struct Delivery {
     ownership: Arc<Ownership>,
     kinds: Arc<Kinds>,
+    placement: Arc<Placement>,
     registry: RwLock<Weak<InformerRegistry>>,
     state: Mutex<State>,
 }
@@ -119,11 +120,13 @@ fn unix_ms() -> u64 {
 }
 
 impl Delivery {
-    /// A gate that delivers nothing yet.
-    pub fn new(kinds: Arc<Kinds>) -> Arc<Self> {
+    /// A gate that delivers nothing yet, placing objects on the ring by
+    /// `placement`.
+    pub fn new(kinds: Arc<Kinds>, placement: Arc<Placement>) -> Arc<Self> {
         Arc::new(Self {
             ownership: Ownership::new(Nothing),
             kinds,
+            placement,
             registry: RwLock::new(Weak::new()),
             state: Mutex::new(State {
                 share: Share::Nothing,
@@ -137,6 +140,11 @@ impl Delivery {
     /// The predicate every plugin listener is registered with.
     pub fn ownership(&self) -> &Arc<Ownership> {
         &self.ownership
+    }
+
+    /// The registry attached, while it lives.
+    pub fn registry(&self) -> Option<Arc<InformerRegistry>> {
+        self.registry.read().upgrade()
     }
 
     /// Counts moved keys over `registry`'s caches.
@@ -154,7 +162,11 @@ impl Delivery {
         match share {
             Share::Nothing => Arc::new(Nothing),
             Share::Everything => Arc::new(Everything),
-            Share::Arcs(a) => Arc::new(ShardOwns::new(a.clone(), self.kinds.clone())),
+            Share::Arcs(a) => Arc::new(ShardOwns::placed(
+                a.clone(),
+                self.kinds.clone(),
+                self.placement.clone(),
+            )),
         }
     }
 
@@ -309,6 +321,18 @@ impl Delivery {
             .collect()
     }
 
+    /// Every cached key, delivered or not, by resource.
+    pub fn cached_keys(&self) -> BTreeMap<String, Vec<String>> {
+        self.caches()
+            .into_iter()
+            .map(|(r, objects)| {
+                let mut keys: Vec<String> = objects.iter().map(|o| o.key()).collect();
+                keys.sort();
+                (r, keys)
+            })
+            .collect()
+    }
+
     /// Number of cached keys delivered now, by resource.
     pub fn shard_keys(&self) -> BTreeMap<String, u64> {
         let p = self.ownership.current();
@@ -355,7 +379,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_bounded_hand_over_wait_gives_up_at_its_bound_and_stays_in_transition() {
-        let d = Delivery::new(Kinds::new());
+        let d = Delivery::new(Kinds::new(), Default::default());
         let stuck: Arc<dyn Follower> = Arc::new(Stuck);
         d.ownership().follow(Arc::downgrade(&stuck));
         let t0 = tokio::time::Instant::now();

@@ -71,6 +71,7 @@ use super::delivery::{Delivery, Share};
 use super::fence::Fence;
 use super::lease::{Attempt, LeaseLock, Observation, Timing};
 use super::ring::{ArcSet, Ring};
+use super::source::ShardSources;
 
 /// The label that puts a Lease in a ring; its value is the ring's name.
 pub const RING_LABEL: &str = "wasm-informer.dev/ring";
@@ -226,6 +227,9 @@ struct State {
     /// The last read came before the last publish.
     stale_read: bool,
     peers: HashMap<String, Peer>,
+    /// The view last intended (what the caches sharded at the source
+    /// prepare for).
+    intended: Option<Vec<String>>,
 }
 
 /// A narrowing still waiting for the plugins.
@@ -246,6 +250,7 @@ pub struct Member {
     fence: Arc<Fence>,
     delivery: Arc<Delivery>,
     status: Arc<Mutex<RingStatus>>,
+    sources: Option<Arc<ShardSources>>,
     st: State,
 }
 
@@ -258,6 +263,7 @@ impl Member {
         fence: Arc<Fence>,
         delivery: Arc<Delivery>,
         status: Arc<Mutex<RingStatus>>,
+        sources: Option<Arc<ShardSources>>,
     ) -> Self {
         lock.set_annotation(VIEW_ANNOTATION, None);
         lock.set_annotation(VNODES_ANNOTATION, Some(config.virtual_nodes.to_string()));
@@ -268,6 +274,7 @@ impl Member {
             fence,
             delivery,
             status,
+            sources,
             st: State {
                 held: false,
                 last_ok: Instant::now(),
@@ -277,6 +284,7 @@ impl Member {
                 pending: None,
                 stale_read: true,
                 peers: HashMap::new(),
+                intended: None,
             },
         }
     }
@@ -297,6 +305,7 @@ impl Member {
         let narrowing = !arcs.contains_set(&self.st.delivered);
         let (handover, started) = self.delivery.apply(Share::Arcs(arcs.clone()));
         self.st.delivered = arcs;
+        self.retarget();
         if narrowing && handover.is_waiting() {
             let delivery = self.delivery.clone();
             self.st.pending = Some(Pending {
@@ -310,6 +319,30 @@ impl Member {
         } else {
             self.delivery.finished(started);
         }
+    }
+
+    /// Points the caches sharded at the source at what this replica
+    /// delivers and what it owns under the view it intends: gained arcs are
+    /// listed before they are delivered, and no delivered arc is evicted.
+    fn retarget(&self) {
+        let Some(sources) = &self.sources else {
+            return;
+        };
+        let intended = self
+            .st
+            .intended
+            .as_deref()
+            .map(|v| self.mine(v))
+            .unwrap_or_default();
+        sources.set_target(self.st.delivered.union(&intended));
+    }
+
+    /// What every cache sharded at the source holds completely (the whole
+    /// ring when none is).
+    fn covered(&self) -> ArcSet {
+        self.sources
+            .as_ref()
+            .map_or_else(ArcSet::full, |s| s.covered())
     }
 
     /// One renewal (also the way a view is published), bounded in time.
@@ -532,6 +565,10 @@ impl Member {
         intended.push(self.config.name.clone());
         intended.sort();
         intended.dedup();
+        if self.st.intended.as_ref() != Some(&intended) {
+            self.st.intended = Some(intended.clone());
+            self.retarget();
+        }
         if self.st.published.as_ref() != Some(&intended)
             || self.st.writing.as_ref() != Some(&intended)
         {
@@ -560,7 +597,11 @@ impl Member {
         for (name, peer) in self.live_peers(now) {
             claimed = claimed.union(&peer.claim(name));
         }
-        let free = self.mine(&published).subtract(&claimed);
+        // Only what the caches hold: a gained arc is delivered once listed.
+        let free = self
+            .mine(&published)
+            .subtract(&claimed)
+            .intersect(&self.covered());
         let target = self.st.delivered.union(&free);
         self.deliver(target);
     }
@@ -607,6 +648,7 @@ impl Member {
             t.retry_period,
         ));
         let _stop_watcher = AbortOnDrop(watcher);
+        let mut coverage = self.sources.as_ref().map(|s| s.changed());
         loop {
             self.update_status();
             let bound = t.lease_duration;
@@ -646,6 +688,17 @@ impl Member {
                     } else {
                         self.stop_waiting(bound);
                     }
+                    next_read = Instant::now();
+                    continue;
+                }
+                // A cache sharded at the source covers more: read, then
+                // widen into it.
+                Ok(()) = async {
+                    match coverage.as_mut() {
+                        Some(rx) => rx.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
                     next_read = Instant::now();
                     continue;
                 }

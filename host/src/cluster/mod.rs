@@ -5,9 +5,11 @@
 //! ([`elector`]) or ring membership ([`membership`]), and turn the outcome
 //! into what the plugins receive ([`delivery`]): everything for the leader,
 //! nothing for a standby, a share of a consistent-hash ring ([`ring`],
-//! [`shard`]) for a ring member. Every replica keeps all its informers synced
-//! whatever its role; only delivery to plugins is gated. The [`fence`] tells
-//! the write path whether this replica may still act.
+//! [`shard`]) for a ring member. Every replica keeps its informers synced
+//! whatever its role, and only delivery to plugins is gated, except that a
+//! ring member's informers of resources placed by `uid` or `namespace` list
+//! and watch only the arcs it owns or is about to ([`source`]). The [`fence`]
+//! tells the write path whether this replica may still act.
 //!
 //! Invariants:
 //! - I10, one writer per key: at most one live replica delivers a key at any
@@ -25,6 +27,7 @@ pub mod lease;
 pub mod membership;
 pub mod ring;
 pub mod shard;
+pub mod source;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -44,7 +47,8 @@ use elector::{Election, Elector};
 use fence::Fence;
 use lease::LeaseLock;
 use membership::{Member, MemberConfig, RingStatus, RING_LABEL};
-use shard::Kinds;
+use shard::{Kinds, Placement};
+use source::ShardSources;
 
 /// This replica's identity: `--identity`, else the `POD_NAME` environment
 /// variable (the downward API), else the host name and the process id, so that
@@ -139,6 +143,9 @@ pub struct Cluster {
     client: kube::Client,
     fence: Arc<Fence>,
     delivery: Arc<Delivery>,
+    placement: Arc<Placement>,
+    /// Sharded mode with resources placed by uid or namespace.
+    sources: Option<Arc<ShardSources>>,
     election: Mutex<Option<watch::Receiver<Election>>>,
     ring: Arc<Mutex<RingStatus>>,
     stop: watch::Sender<bool>,
@@ -174,13 +181,18 @@ impl Cluster {
             _ => settings.lease_name.clone(),
         };
         let (stop, _) = watch::channel(false);
+        let placement = Arc::new(Placement::of_settings(settings));
+        let sources = (settings.mode == ClusterMode::Sharded && placement.shards_at_source())
+            .then(|| ShardSources::new(placement.clone()));
         Some(Arc::new(Self {
             settings: settings.clone(),
             lease,
             namespace: lease_namespace(settings),
             client,
             fence: Fence::new(timing.lease_duration, timing.skew_margin),
-            delivery: Delivery::new(Kinds::new()),
+            delivery: Delivery::new(Kinds::new(), placement.clone()),
+            placement,
+            sources,
             election: Mutex::new(None),
             ring: Arc::new(Mutex::new(RingStatus::default())),
             stop,
@@ -237,6 +249,35 @@ impl Cluster {
                 .learn_kind(resource, &spec.id.group, &spec.kind);
         }
         Some(lease)
+    }
+
+    /// Makes `registry`'s informers of resources placed by uid or
+    /// namespace list and watch this replica's ranges only. Call it before
+    /// the first informer starts.
+    pub fn shard_at_source(&self, registry: &InformerRegistry) {
+        if let Some(s) = &self.sources {
+            registry.set_source_sharding(s.clone());
+        }
+    }
+
+    /// The informers sharded at the source, when any are.
+    pub fn sources(&self) -> Option<&Arc<ShardSources>> {
+        self.sources.as_ref()
+    }
+
+    /// Refuses a controller whose keys the placement cannot route (see
+    /// [`Placement::check_controller`]); any controller passes outside
+    /// sharded mode.
+    pub fn check_controller(
+        &self,
+        primary: &str,
+        owns: &[String],
+        watches: &[String],
+    ) -> Result<(), String> {
+        if self.settings.mode != ClusterMode::Sharded {
+            return Ok(());
+        }
+        self.placement.check_controller(primary, owns, watches)
     }
 
     fn api(&self) -> Api<Lease> {
@@ -307,6 +348,7 @@ impl Cluster {
                     self.fence.clone(),
                     self.delivery.clone(),
                     self.ring.clone(),
+                    self.sources.clone(),
                 );
                 *self.task.try_lock().expect("not started twice") =
                     Some(tokio::spawn(member.run(stop)));
@@ -507,6 +549,7 @@ impl Cluster {
                 r.view = ring.view;
                 r.in_transition |= ring.settling;
                 r.last_error = ring.last_error;
+                r.caches = self.caches();
             }
             _ => {
                 if let Some(e) = self.election.lock().as_ref() {
@@ -526,6 +569,11 @@ impl Cluster {
         self.delivery.owned_keys()
     }
 
+    /// Every cached key, by resource (a sharded cache holds its shard only).
+    pub fn cached_keys(&self) -> BTreeMap<String, Vec<String>> {
+        self.delivery.cached_keys()
+    }
+
     /// Why this replica is not ready, as far as the cluster layer is
     /// concerned. A standby is ready (it is warm and can take over); a ring
     /// member is ready once it holds its lease.
@@ -542,7 +590,32 @@ impl Cluster {
         }
     }
 
-    /// Lines for `/readyz`: role, lease and shard.
+    /// Each running informer's cache, as `/cluster` shows it.
+    fn caches(&self) -> BTreeMap<String, crate::report::ClusterCache> {
+        let Some(registry) = self.delivery.registry() else {
+            return BTreeMap::new();
+        };
+        registry
+            .resources()
+            .into_iter()
+            .filter_map(|r| {
+                let i = registry.informer(&r)?;
+                let source = i
+                    .source_shard()
+                    .map(|s| crate::report::SourceShardReport::of(&s.status()));
+                Some((
+                    r.clone(),
+                    crate::report::ClusterCache {
+                        shard_by: self.placement.of(&r).as_str().into(),
+                        objects: i.indexer().len() as u64,
+                        source,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Lines for `/readyz`: role, lease, shard, and each cache.
     pub fn status_lines(&self) -> Vec<String> {
         let r = self.report_with(false);
         let mut out = vec![
@@ -561,6 +634,15 @@ impl Cluster {
                     "shard: {} owns {:.3} of the ring",
                     r.lease, r.owned_fraction
                 ));
+                for (res, c) in &r.caches {
+                    out.push(match &c.source {
+                        Some(s) => format!(
+                            "cache {res}: {} objects, by {}, {:.3} of the space asked, {:.3} covered, filtered by the {}",
+                            c.objects, s.shard_by, s.target_fraction, s.covered_fraction, s.filtering
+                        ),
+                        None => format!("cache {res}: {} objects, in full (by {})", c.objects, c.shard_by),
+                    });
+                }
             }
             _ => out.push(format!(
                 "leader: {}",

@@ -1,18 +1,30 @@
 //! Shard keys, and the ownership predicate of a replica's share of the ring.
 //!
 //! Job: name the point of the ring an object sits on, and decide whether
-//! this replica delivers it. An object's shard key is
-//! `group/Kind/namespace/name` of its controller owner when it has one
-//! (`ownerReferences` entry with `controller: true`), else of itself, as in
-//! kubernetes-controller-sharding: a ReplicaSet and the Pods it controls hash
-//! to the same point and land on the same replica.
+//! this replica delivers it. What places an object is its resource's
+//! [`ShardBy`] ([`Placement`]):
+//! - `owner` (the default): the shard key `group/Kind/namespace/name` of its
+//!   controller owner when it has one (`ownerReferences` entry with
+//!   `controller: true`), else of itself, as in
+//!   kubernetes-controller-sharding: a ReplicaSet and the Pods it controls
+//!   hash to the same point and land on the same replica;
+//! - `uid` and `namespace`: the FNV-1a 64 hash of `metadata.uid` or
+//!   `metadata.namespace`, the point the API server's sharded list and watch
+//!   (KEP-5866) puts the object on, so that the arcs this replica delivers
+//!   are exactly the ranges its informers ask the server for.
 //!
 //! Invariants:
 //! - The shard key of an object depends only on its own metadata and its
 //!   resource's group and kind, so every replica computes the same one. A
 //!   resource whose kind is not known yet is owned by no replica: guessing
 //!   could put one key on two points of the ring in two replicas.
-//! - [`ShardOwns`] owns exactly the objects whose key hashes into its arcs.
+//! - [`ShardOwns`] owns exactly the objects whose point (as its resource's
+//!   placement computes it) is in its arcs.
+//! - A controller's keys are decided on a stand-in of the primary key
+//!   (namespace and name only), so a controller may use only placements that
+//!   such a stand-in carries: `owner` or `namespace` for its primary and
+//!   owned resources, and a full cache (`owner`) for resources it watches by
+//!   a label or annotation ([`Placement::check_controller`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +35,86 @@ use kube_informer::Owns;
 use parking_lot::RwLock;
 
 use super::ring::{hash, ArcSet};
+use crate::config::{ClusterSettings, ShardBy};
+
+/// What places each resource's objects on the ring: `[cluster] shard_by`,
+/// and `shard_by_resource` per resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    default: ShardBy,
+    per_resource: HashMap<String, ShardBy>,
+}
+
+impl Placement {
+    /// From the `[cluster]` table.
+    pub fn of_settings(settings: &ClusterSettings) -> Self {
+        Self {
+            default: settings.shard_by,
+            per_resource: settings
+                .shard_by_resource
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        }
+    }
+
+    /// The placement of `resource` (a canonical id such as `v1/pods`).
+    pub fn of(&self, resource: &str) -> ShardBy {
+        self.per_resource
+            .get(resource)
+            .copied()
+            .unwrap_or(self.default)
+    }
+
+    /// Whether some resource is sharded at the source.
+    pub fn shards_at_source(&self) -> bool {
+        self.default != ShardBy::Owner || self.per_resource.values().any(|b| *b != ShardBy::Owner)
+    }
+
+    /// Refuses a controller whose keys this placement cannot route: its
+    /// key carries no uid, and a resource it watches by label or annotation
+    /// may name a primary anywhere.
+    pub fn check_controller(
+        &self,
+        primary: &str,
+        owns: &[String],
+        watches: &[String],
+    ) -> Result<(), String> {
+        let canon = |r: &str| {
+            kube_informer::ResourceId::parse(r)
+                .map(|id| id.to_string())
+                .unwrap_or_else(|_| r.to_string())
+        };
+        let p = self.of(&canon(primary));
+        if p == ShardBy::Uid {
+            return Err(format!(
+                "[cluster] shards {primary} by uid, but a controller's key (namespace/name) carries no uid: set shard_by_resource.\"{primary}\" = \"namespace\" or \"owner\""
+            ));
+        }
+        for o in owns {
+            let by = self.of(&canon(o));
+            let ok = by == ShardBy::Owner || (by == ShardBy::Namespace && p == ShardBy::Namespace);
+            if !ok {
+                return Err(format!(
+                    "[cluster] shards {o} by {}, but the controller of {primary} owns it and is placed by {}: children follow their owner, so set shard_by_resource.\"{o}\" = \"{}\"",
+                    by.as_str(),
+                    p.as_str(),
+                    if p == ShardBy::Namespace { "namespace" } else { "owner" }
+                ));
+            }
+        }
+        for w in watches {
+            let by = self.of(&canon(w));
+            if by != ShardBy::Owner {
+                return Err(format!(
+                    "[cluster] shards {w} by {}, but the controller of {primary} watches it by a label or annotation that may name a primary on any replica: set shard_by_resource.\"{w}\" = \"owner\" (cached in full)",
+                    by.as_str()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The shard key of `object`, of a resource of `group` and `kind`.
 pub fn shard_key(group: &str, kind: &str, object: &Object) -> String {
@@ -73,16 +165,26 @@ impl Kinds {
     }
 }
 
-/// Owns the objects whose shard key hashes into `arcs`.
+/// Owns the objects whose point hashes into `arcs`.
 pub struct ShardOwns {
     arcs: ArcSet,
     kinds: Arc<Kinds>,
+    placement: Arc<Placement>,
 }
 
 impl ShardOwns {
-    /// The predicate of `arcs`.
+    /// The predicate of `arcs`, every resource placed by its owner.
     pub fn new(arcs: ArcSet, kinds: Arc<Kinds>) -> Self {
-        Self { arcs, kinds }
+        Self::placed(arcs, kinds, Arc::new(Placement::default()))
+    }
+
+    /// The predicate of `arcs` under `placement`.
+    pub fn placed(arcs: ArcSet, kinds: Arc<Kinds>, placement: Arc<Placement>) -> Self {
+        Self {
+            arcs,
+            kinds,
+            placement,
+        }
     }
 }
 
@@ -91,11 +193,16 @@ impl Owns for ShardOwns {
         if self.arcs.is_empty() {
             return false;
         }
-        let Some((group, kind)) = self.kinds.of(resource) else {
-            return false;
+        let point = match self.placement.of(resource).source_field() {
+            Some(field) => field.point(object),
+            None => {
+                let Some((group, kind)) = self.kinds.of(resource) else {
+                    return false;
+                };
+                hash(shard_key(&group, &kind, object).as_bytes())
+            }
         };
-        self.arcs
-            .contains(hash(shard_key(&group, &kind, object).as_bytes()))
+        self.arcs.contains(point)
     }
 }
 

@@ -55,10 +55,15 @@ impl RingModel {
 
     /// The member owning `key`; `None` for an empty ring.
     pub fn owner(&self, key: &str) -> Option<&str> {
+        self.owner_at(point(key.as_bytes()))
+    }
+
+    /// The member owning point `h` of the hash space (for placements that
+    /// hash a field themselves, as `shard_by = "uid"` does).
+    pub fn owner_at(&self, h: u64) -> Option<&str> {
         if self.nodes.is_empty() {
             return None;
         }
-        let h = point(key.as_bytes());
         let i = self.nodes.partition_point(|(p, _)| *p < h);
         Some(self.nodes[i % self.nodes.len()].1.as_str())
     }
