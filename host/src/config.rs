@@ -1785,6 +1785,36 @@ mod tests {
     }
 
     #[test]
+    fn shard_by_is_read_per_resource_and_bad_values_are_named() {
+        let path = Path::new("/cfg/host.toml");
+        let ok = HostSettings::parse(
+            path,
+            "[cluster]\nmode = \"sharded\"\nshard_by = \"uid\"\n\n[cluster.shard_by_resource]\n\"apps/v1/deployments\" = \"namespace\"\n\"v1/namespaces\" = \"owner\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.cluster.shard_by, ShardBy::Uid);
+        assert_eq!(ok.cluster.shard_by_for("v1/pods"), ShardBy::Uid);
+        assert_eq!(
+            ok.cluster.shard_by_for("apps/v1/deployments"),
+            ShardBy::Namespace
+        );
+        assert_eq!(ok.cluster.shard_by_for("v1/namespaces"), ShardBy::Owner);
+        assert_eq!(
+            HostSettings::parse(path, "").unwrap().cluster.shard_by,
+            ShardBy::Owner,
+            "the default caches everything"
+        );
+        let e = HostSettings::parse(path, "[cluster]\nshard_by = \"name\"\n").unwrap_err();
+        assert!(
+            e.reason.contains("unknown variant") && e.reason.contains("namespace"),
+            "{e}"
+        );
+        let e = HostSettings::parse(path, "[cluster.shard_by_resource]\n\"pods\" = \"uid\"\n")
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("cluster.shard_by_resource"), "{e}");
+    }
+
+    #[test]
     fn cluster_table_is_validated_as_client_go_validates_leader_election() {
         let path = Path::new("/cfg/host.toml");
         let ok = HostSettings::parse(

@@ -374,3 +374,246 @@ fn sharded_at_the_source_each_replica_caches_its_ranges_and_keys_move_by_range()
 fn on_a_server_without_sharded_watches_each_replica_filters_to_its_ranges() {
     three_replicas_split_the_cache_and_keys_move_by_range(false);
 }
+
+/// A Deployment `d-i` in `ns`, labelled `expose: "true"`, with one
+/// container port (what `service-exposer` exposes as Service `d-i`).
+fn exposed_deployment(ns: &str, i: usize) -> String {
+    serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("d-{i}"), "namespace": ns, "labels": {"expose": "true"}},
+        "spec": {"replicas": 0,
+            "selector": {"matchLabels": {"app": format!("d-{i}")}},
+            "template": {"metadata": {"labels": {"app": format!("d-{i}")}},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                    "ports": [{"containerPort": 8080}]}]}}}
+    })
+    .to_string()
+}
+
+/// Services of every namespace: `ns/name` to `spec.selector`.
+fn all_service_selectors(sim: &Sim) -> BTreeMap<String, serde_json::Value> {
+    let (code, body) = sim.request("GET", "/api/v1/services", None);
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let m = &s["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap(),
+                    m["name"].as_str().unwrap()
+                ),
+                s["spec"]["selector"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// A controller sharded at the source by namespace: three replicas run
+/// `service-exposer` (`for` Deployments, `owns` Services) with both
+/// resources placed by namespace, over Deployments in six namespaces. Each
+/// replica caches only the Deployments and Services of the namespaces the
+/// ring gives it, and each Service, patched away from what its Deployment
+/// wants, is put back by exactly that replica. Oracles: an independent ring
+/// model over the FNV-1a hash of each namespace, the simulator's store (the
+/// selectors) and its request log (who patched, and which selectors the
+/// replicas' watches carried).
+#[test]
+fn a_controller_sharded_by_namespace_caches_and_reconciles_only_its_namespaces() {
+    const N: usize = 36;
+    const NAMESPACES: usize = 6;
+    let manifest = "for = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\n\
+                    write_qps = 0\n\n[[write]]\nresource = \"v1/services\"\n\
+                    verbs = [\"create\", \"patch\", \"delete\"]\n";
+    let fx = cluster_fixture_with(
+        "sharded",
+        FAST,
+        0,
+        "service-exposer",
+        plugin_artifacts::SERVICE_EXPOSER,
+        manifest,
+    );
+    let path = fx.path().join("host.toml");
+    let toml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("[cluster]\n", "[cluster]\nshard_by = \"namespace\"\n")
+        .replace(
+            "[sim]\n",
+            "[sim]\nsharded_list_and_watch = true\ndeployments = 0\n",
+        );
+    std::fs::write(&path, toml).unwrap();
+    let sim = Sim::start(fx.path());
+    // Names that differ early: FNV-1a's high bits barely change with a
+    // name's last byte, so `team-0` ... `team-5` would sit side by side on
+    // the ring (see RUNNING-IN-A-CLUSTER.md).
+    let namespaces: Vec<String> = [
+        "payments",
+        "checkout",
+        "search",
+        "inventory",
+        "auth",
+        "frontend",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(namespaces.len(), NAMESPACES);
+    let ours = |k: &String| namespaces.iter().any(|ns| k.starts_with(&format!("{ns}/")));
+    for ns in &namespaces {
+        let (code, body) = sim.request(
+            "POST",
+            "/api/v1/namespaces",
+            Some(&format!(
+                r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ns}"}}}}"#
+            )),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    for i in 0..N {
+        let ns = &namespaces[i % NAMESPACES];
+        let (code, body) = sim.request(
+            "POST",
+            &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+            Some(&exposed_deployment(ns, i)),
+        );
+        assert_eq!(code, 201, "{body}");
+    }
+    let live: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
+        .iter()
+        .map(|id| Replica::start(fx.path(), &sim, id))
+        .collect();
+    let members: Vec<String> = live.iter().map(|r| r.identity.clone()).collect();
+    let ring = RingModel::new(&members, VNODES);
+    let owner_of_ns = |ns: &str| {
+        ring.owner_at(apisim::fnv1a_64(ns.as_bytes()))
+            .unwrap()
+            .to_string()
+    };
+    let owners: BTreeSet<String> = namespaces.iter().map(|ns| owner_of_ns(ns)).collect();
+    assert!(
+        owners.len() > 1,
+        "the six namespaces should spread: {owners:?}"
+    );
+    wait_until("three ready replicas in one ring", LONG, || {
+        live.iter().all(|r| {
+            r.ready()
+                && r.cluster(false).is_some_and(|c| {
+                    c["role"] == "member"
+                        && c["view"].as_array().is_some_and(|v| v.len() == 3)
+                        && c["in_transition"] == false
+                })
+        })
+    });
+    wait_until("a Service for every Deployment", LONG, || {
+        all_service_selectors(&sim)
+            .keys()
+            .filter(|k| ours(k))
+            .count()
+            == N
+    });
+    // Each replica caches the Deployments and Services of its namespaces
+    // only, and between them every one.
+    for resource in ["apps/v1/deployments", "v1/services"] {
+        wait_until(&format!("{resource} cached by namespace"), LONG, || {
+            let mut union = BTreeSet::new();
+            let ok = live.iter().all(|r| {
+                let keys: Vec<String> = r
+                    .cluster(true)
+                    .and_then(|c| {
+                        c["cached_keys"][resource].as_array().map(|a| {
+                            a.iter()
+                                .filter_map(|k| k.as_str().map(str::to_string))
+                                .collect()
+                        })
+                    })
+                    .unwrap_or_default();
+                let mine = keys.iter().all(|k| {
+                    let ns = k.split('/').next().unwrap();
+                    owner_of_ns(ns) == r.identity
+                });
+                union.extend(keys.into_iter().filter(|k| ours(k)));
+                mine
+            });
+            ok && union.len() == N
+        });
+    }
+    let reqs = sim.requests();
+    for r in &live {
+        for path in ["/apis/apps/v1/deployments", "/api/v1/services"] {
+            let watch = reqs
+                .iter()
+                .rev()
+                .find(|q| {
+                    q.replica() == Some(r.identity.as_str())
+                        && q.method == "GET"
+                        && q.path == path
+                        && param(&q.query, "watch").as_deref() == Some("true")
+                })
+                .unwrap_or_else(|| panic!("{} never watched {path}", r.identity));
+            let sel = apisim::ShardSelector::parse(&param(&watch.query, "shardSelector").unwrap())
+                .expect("a selector the server accepts");
+            assert_eq!(sel.field(), apisim::ShardField::Namespace);
+            for ns in &namespaces {
+                let h = apisim::fnv1a_64(ns.as_bytes());
+                assert_eq!(
+                    sel.ranges().iter().any(|rg| rg.contains(h)),
+                    owner_of_ns(ns) == r.identity,
+                    "{}'s watch of {path} and the ring disagree on {ns}",
+                    r.identity
+                );
+            }
+        }
+    }
+
+    // Drift every Service; only a reconcile of its Deployment, on the
+    // replica of its namespace, repairs it.
+    let wanted = all_service_selectors(&sim);
+    let t_drift = now_micros();
+    for i in 0..N {
+        let ns = &namespaces[i % NAMESPACES];
+        let (code, body) = sim.request(
+            "PATCH",
+            &format!("/api/v1/namespaces/{ns}/services/d-{i}"),
+            Some(r#"{"spec":{"selector":{"app":"drifted"}}}"#),
+        );
+        assert_eq!(code, 200, "{body}");
+    }
+    wait_until("every Service repaired", Duration::from_secs(60), || {
+        let now = all_service_selectors(&sim);
+        wanted
+            .iter()
+            .filter(|(k, _)| ours(k))
+            .all(|(k, v)| now.get(k) == Some(v))
+    });
+    let mut repairs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for q in sim.requests().iter().filter(|q| {
+        q.at_micros > t_drift
+            && q.method == "PATCH"
+            && q.path.contains("/services/")
+            && q.is_accepted_write()
+            && q.replica().is_some()
+    }) {
+        let ns = q.path.split('/').nth(4).unwrap().to_string();
+        repairs
+            .entry(ns)
+            .or_default()
+            .push(q.replica().unwrap().to_string());
+    }
+    let total: usize = repairs.values().map(Vec::len).sum();
+    assert_eq!(total, N, "one repair per Service: {repairs:?}");
+    for (ns, by) in &repairs {
+        let owner = owner_of_ns(ns);
+        assert!(
+            by.iter().all(|r| *r == owner),
+            "{ns} belongs to {owner}, repaired by {by:?}"
+        );
+    }
+    for mut r in live {
+        r.proc.terminate();
+        r.proc.wait_exit(LONG);
+    }
+}

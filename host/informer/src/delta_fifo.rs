@@ -694,4 +694,66 @@ mod tests {
         f.close();
         assert!(h.await.unwrap());
     }
+
+    #[test]
+    fn an_eviction_removes_cached_and_queued_keys_and_a_relist_does_not_delete_them_again() {
+        let (ix, f) = fifo();
+        for n in ["a", "b", "c"] {
+            ix.upsert(&Arc::from(format!("ns/{n}").as_str()), obj(n, 1));
+        }
+        f.add(obj("d", 2));
+        let n = f.evict(|o| o.meta.name == "a" || o.meta.name == "d");
+        assert_eq!(n, 2);
+        // A second eviction of the same keys queues nothing more.
+        assert_eq!(f.evict(|o| o.meta.name == "a"), 0);
+        // A relist of what remains infers no delete for the evicted keys.
+        f.replace(vec![obj("b", 1), obj("c", 1)]);
+        let popped = pop_all_sorted(&f);
+        assert_eq!(
+            popped,
+            vec![
+                ("ns/a".into(), vec![(DeltaType::Evicted, "1".into(), false)]),
+                (
+                    "ns/b".into(),
+                    vec![(DeltaType::Replaced, "1".into(), false)]
+                ),
+                (
+                    "ns/c".into(),
+                    vec![(DeltaType::Replaced, "1".into(), false)]
+                ),
+                (
+                    "ns/d".into(),
+                    vec![
+                        (DeltaType::Added, "2".into(), false),
+                        (DeltaType::Evicted, "2".into(), false)
+                    ]
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_barrier_resolves_once_every_key_queued_before_it_was_processed() {
+        let (_ix, f) = fifo();
+        let f = Arc::new(f);
+        f.add(obj("a", 1));
+        f.add(obj("b", 1));
+        let barrier = tokio::spawn(f.barrier());
+        tokio::task::yield_now().await;
+        assert!(!barrier.is_finished());
+        assert!(f.pop_process(|_| {}).await);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!barrier.is_finished(), "one key is still queued");
+        f.add(obj("c", 1)); // queued after the barrier: not waited for
+        assert!(f.pop_process(|_| {}).await);
+        tokio::time::timeout(std::time::Duration::from_secs(5), barrier)
+            .await
+            .expect("the barrier resolves")
+            .unwrap();
+        // On an empty queue it resolves at once.
+        f.pop_process(|_| {}).await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), f.barrier())
+            .await
+            .unwrap();
+    }
 }

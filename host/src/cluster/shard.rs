@@ -245,6 +245,73 @@ mod tests {
         }
     }
 
+    fn placement(default: ShardBy, per: &[(&str, ShardBy)]) -> Placement {
+        let mut settings = ClusterSettings {
+            shard_by: default,
+            ..ClusterSettings::default()
+        };
+        for (r, b) in per {
+            settings.shard_by_resource.insert(r.to_string(), *b);
+        }
+        Placement::of_settings(&settings)
+    }
+
+    #[test]
+    fn uid_and_namespace_place_an_object_at_the_servers_hash_of_the_field() {
+        use kube_informer::shard::fnv1a_64;
+        let kinds = Kinds::new();
+        kinds.insert("v1/pods", "", "Pod");
+        let p = Arc::new(placement(
+            ShardBy::Uid,
+            &[("apps/v1/replicasets", ShardBy::Namespace)],
+        ));
+        let pod = obj(r#"{"metadata":{"name":"a","namespace":"shop","uid":"u-1"}}"#);
+        let h = fnv1a_64(b"u-1");
+        let just = |a: u64| ArcSet::from_ranges(vec![(a, a)]);
+        let owns =
+            |arcs: ArcSet, r: &str| ShardOwns::placed(arcs, kinds.clone(), p.clone()).owns(r, &pod);
+        assert!(owns(just(h), "v1/pods"));
+        assert!(!owns(ArcSet::full().subtract(&just(h)), "v1/pods"));
+        let ns = fnv1a_64(b"shop");
+        assert!(owns(just(ns), "apps/v1/replicasets"));
+        assert!(!owns(just(h), "apps/v1/replicasets"));
+    }
+
+    #[test]
+    fn a_controller_may_only_use_placements_its_keys_carry() {
+        let uid = placement(ShardBy::Uid, &[]);
+        let e = uid
+            .check_controller("apps/v1/deployments", &[], &[])
+            .unwrap_err();
+        assert!(
+            e.contains("carries no uid") && e.contains("shard_by_resource"),
+            "{e}"
+        );
+        let ns = placement(ShardBy::Namespace, &[("v1/configmaps", ShardBy::Owner)]);
+        ns.check_controller(
+            "apps/v1/deployments",
+            &["v1/services".into()],
+            &["v1/configmaps".into()],
+        )
+        .unwrap();
+        let e = ns
+            .check_controller("apps/v1/deployments", &[], &["v1/secrets".into()])
+            .unwrap_err();
+        assert!(e.contains("v1/secrets") && e.contains("\"owner\""), "{e}");
+        let mixed = placement(ShardBy::Owner, &[("v1/services", ShardBy::Uid)]);
+        let e = mixed
+            .check_controller("apps/v1/deployments", &["v1/services".into()], &[])
+            .unwrap_err();
+        assert!(e.contains("children follow their owner"), "{e}");
+        placement(ShardBy::Owner, &[])
+            .check_controller(
+                "apps/v1/deployments",
+                &["v1/services".into()],
+                &["v1/secrets".into()],
+            )
+            .unwrap();
+    }
+
     #[test]
     fn kinds_come_from_the_builtin_table_and_unknown_ones_are_owned_by_nobody() {
         let kinds = Kinds::new();
