@@ -56,9 +56,35 @@ impl Fixture {
         )
     }
 
+    /// Seeds `pods` pods over 10 namespaces on a simulator that serves
+    /// sharded list and watch (KEP-5866) when `sharding`, and ignores
+    /// `shardSelector` as an older server does when not; a namespace
+    /// `wasm-informer` holds the replicas' Leases.
+    pub fn sharded(rt: &tokio::runtime::Runtime, pods: usize, sharding: bool) -> Result<Self> {
+        let fx = Self::seeded_with(rt, WorkloadConfig::new(pods, 10, 7), sharding)?;
+        fx.store
+            .create_namespace("wasm-informer")
+            .map_err(|e| anyhow::anyhow!("creating the Lease namespace: {}", e.message))?;
+        Ok(fx)
+    }
+
+    /// Writes a kubeconfig for this simulator to `path`.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) -> Result<()> {
+        self.sim.write_kubeconfig(path)
+    }
+
     fn seeded(rt: &tokio::runtime::Runtime, wc: WorkloadConfig) -> Result<Self> {
+        Self::seeded_with(rt, wc, false)
+    }
+
+    fn seeded_with(
+        rt: &tokio::runtime::Runtime,
+        wc: WorkloadConfig,
+        sharding: bool,
+    ) -> Result<Self> {
         let sim = Sim::new(SimConfig {
             history_window: 400_000,
+            sharded_list_and_watch: sharding,
             ..SimConfig::default()
         });
         let what = format!("{} pods and {} deployments", wc.pods, wc.deployments);

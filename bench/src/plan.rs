@@ -5,7 +5,8 @@
 //! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
 //! plugins at 5k events/s for a minute for B8, 5k pods patched for B9, 20k
 //! Deployments reconciled for B10, 50 idle instances for B11, a 20k-event burst
-//! over 20k pods recorded for B12) with at least
+//! over 20k pods recorded for B12, 200k pods split over 4 sharded replicas
+//! for B13) with at least
 //! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
 //! small sizes with two rounds, so both side orders of the ABBA alternation run.
 
@@ -57,6 +58,10 @@ pub struct Plan {
     /// Pods synced before the recorded burst, and the burst.
     pub b12_pods: usize,
     pub b12_events: usize,
+    /// Pods of the sharded replicas, their churn rate and length.
+    pub b13_pods: usize,
+    pub b13_rate: f64,
+    pub b13_secs: u64,
 }
 
 impl Plan {
@@ -93,6 +98,9 @@ impl Plan {
                 b11_instances: 50,
                 b12_pods: 500,
                 b12_events: 500,
+                b13_pods: 2_000,
+                b13_rate: 200.0,
+                b13_secs: 2,
             },
             Mode::Full => Plan {
                 mode,
@@ -125,6 +133,9 @@ impl Plan {
                 b11_instances: 50,
                 b12_pods: 20_000,
                 b12_events: 20_000,
+                b13_pods: 200_000,
+                b13_rate: 2_000.0,
+                b13_secs: 20,
             },
         }
     }

@@ -64,6 +64,11 @@ const ROWS: &[(&str, &str)] = &[
         "the Rust no-op plugin's drain rate with the informer recorded",
     ),
     ("B12", "compressed bytes per 10k entries"),
+    ("B13", "RSS per replica, 4 replicas vs 1"),
+    ("B13", "bytes received per replica"),
+    ("B13", "CPU per churn event per replica"),
+    ("B13", "a fourth replica joins three"),
+    ("B13", "server ignores shardSelector"),
 ];
 
 #[test]

@@ -24,6 +24,10 @@
 //! from `OursConfig::writes` (and a hanging API server from
 //! `OursConfig::writes_hang`).
 //!
+//! B13 runs the real `wasm-informer` binary, several replicas in one ring,
+//! each a process of its own (`b13_sharded::host_binary`: beside the bench's
+//! own binary, or `WASM_INFORMER_BIN`).
+//!
 //! B12 records the informer as `run --record` does (`OursConfig::record`;
 //! the child finishes the file and writes its summary at exit).
 //!
@@ -51,6 +55,7 @@ pub mod b9_writes;
 pub mod b10_controller;
 pub mod b11_instances;
 pub mod b12_recording;
+pub mod b13_sharded;
 pub mod burst;
 pub mod compare;
 
@@ -103,6 +108,7 @@ pub const ALL: &[Bench] = &[
     b10_controller::BENCH,
     b11_instances::BENCH,
     b12_recording::BENCH,
+    b13_sharded::BENCH,
 ];
 
 /// The Rust plugin `name` as a handler (deadline 1 s, empty config).
