@@ -289,6 +289,9 @@ enum Failure {
     RetryAfter(Duration, String),
     /// The server refused the streaming-list parameters.
     StreamingUnsupported(String),
+    /// The shard's ranges changed during a full list: list the new ones
+    /// instead, at once.
+    Resharded,
     /// Another HTTP error status: back off and retry.
     Status(u16, String),
     /// Anything else: back off and retry.
@@ -574,6 +577,8 @@ impl Reflector {
                         need_list = false;
                         self.covered_now().await;
                     }
+                    // Handled at the top of the loop, with no backoff.
+                    Err(Failure::Resharded) => continue,
                     Err(f) => {
                         self.after_failure(f, &mut need_list, &mut list_rv).await;
                         continue;
@@ -801,6 +806,11 @@ impl Reflector {
             Failure::StreamingUnsupported(msg) | Failure::Status(_, msg) | Failure::Other(msg) => {
                 (WaitReason::Backoff, self.backoff.next_delay(now), msg)
             }
+            Failure::Resharded => (
+                WaitReason::Backoff,
+                Duration::ZERO,
+                "shard ranges changed".into(),
+            ),
             Failure::Gone(_) | Failure::TooLarge(_) | Failure::Regressed(_) => {
                 unreachable!("handled above")
             }
@@ -908,6 +918,16 @@ impl Reflector {
             let next = page.metadata.cont.unwrap_or_default();
             if next.is_empty() {
                 break page.metadata.resource_version.unwrap_or_default();
+            }
+            // Replicas starting together each own everything until they
+            // see each other: stop a whole-resource list as soon as the
+            // ranges shrink, rather than listing what will be evicted.
+            if self
+                .shard
+                .as_ref()
+                .is_some_and(|sh| sh.target.has_changed().unwrap_or(false))
+            {
+                return Err(Failure::Resharded);
             }
             cont = next;
         };

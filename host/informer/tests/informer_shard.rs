@@ -210,3 +210,35 @@ async fn an_empty_shard_is_synced_and_requests_nothing_until_it_gets_a_range() {
         "the whole space needs no selector"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_resource_list_stops_at_the_page_where_the_ranges_shrink() {
+    // Replicas starting together each own everything until they see each
+    // other: the list of everything must not run to its end once the
+    // replica's ranges shrink.
+    let (sim, _wl) = sim_with_pods(3000, 11, gate(true)).await;
+    sim.faults().set_delay(Some(Duration::from_millis(150)));
+    let shard = SourceShard::new(ShardField::Uid, ArcSet::full());
+    let inf = pods_informer(&sim, sharded(&shard, 11)).await;
+    eventually("the first page requested", 30, || {
+        !pod_requests(&sim).is_empty()
+    })
+    .await;
+    let half = ArcSet::from_ranges(vec![(0, HALF - 1)]);
+    shard.set_target(half.clone());
+    eventually("the half covered", 60, || shard.covered() == half).await;
+    sim.faults().set_delay(None);
+    assert_eq!(
+        cache_state(inf.indexer()),
+        server_shard(&sim, ShardField::Uid, &half)
+    );
+    let whole: Vec<_> = pod_requests(&sim)
+        .into_iter()
+        .filter(|r| !r.is_watch() && r.param("shardSelector").is_none())
+        .collect();
+    assert!(
+        whole.len() < 6,
+        "the list of everything went on after the ranges shrank: {} of its 6 pages",
+        whole.len()
+    );
+}
