@@ -5,7 +5,7 @@
 //! B5, 5k replayed for B6, 50 handlers over 10k pods for B7, 200k pods with 10
 //! plugins at 5k events/s for a minute for B8, 5k pods patched for B9, 20k
 //! Deployments reconciled for B10, 50 idle instances for B11, a 20k-event burst
-//! over 20k pods recorded for B12, 200k pods split over 4 sharded replicas
+//! over 20k pods recorded for B12, 1M pods split over 4 sharded replicas
 //! for B13) with at least
 //! [`MIN_FULL_ROUNDS`] rounds per benchmark; the quick plan runs every row at
 //! small sizes with two rounds, so both side orders of the ABBA alternation run.
@@ -133,7 +133,7 @@ impl Plan {
                 b11_instances: 50,
                 b12_pods: 20_000,
                 b12_events: 20_000,
-                b13_pods: 200_000,
+                b13_pods: 1_000_000,
                 b13_rate: 2_000.0,
                 b13_secs: 20,
             },

@@ -167,22 +167,9 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
     // Churn stops; every pod's final state reached some live replica's plugin.
     let ops = churn.stop();
     let unmarked = unmark.stop();
-    let pods = sim.pods();
-    wait_until("final states at the live replicas", LONG, || {
-        let evs: Vec<Event> = live.iter().flat_map(|r| r.events()).collect();
-        final_state_mismatches(&pods, &evs).is_empty()
-    });
-    s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
-
     // The oracles over everything every replica ever handled.
-    let all: Vec<Event> = live
-        .iter()
-        .chain(gone.iter())
-        .flat_map(|r| r.events())
-        .collect();
-    for r in live.iter().chain(gone.iter()) {
-        r.assert_no_dropped_lines();
-    }
+    let all = final_states_then_every_event(&sim, &live, &gone);
+    s.until_settled(&live.iter().collect::<Vec<_>>(), &stable, LONG);
     let dups = duplicate_handlings(&all);
     eprintln!(
         "churn ops {ops}, events {}, key moves {}, samples {} ({} consistent, {} settled), duplicate handlings {}",

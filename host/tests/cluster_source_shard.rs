@@ -32,42 +32,25 @@ use host_support::LONG;
 /// Virtual nodes per member (the host's default).
 const VNODES: u32 = 100;
 
+/// Adds `cluster` and `sim` lines to the fixture's `[cluster]` and `[sim]`.
+fn extend_host_toml(fx: &tempfile::TempDir, cluster: &str, sim: &str) {
+    let path = fx.path().join("host.toml");
+    let toml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("[cluster]\n", &format!("[cluster]\n{cluster}"))
+        .replace("[sim]\n", &format!("[sim]\n{sim}"));
+    std::fs::write(&path, toml).unwrap();
+}
+
 /// A fixture of `pods` pods placed by uid, the simulator's gate as given.
 fn fixture(gate: bool, pods: usize) -> tempfile::TempDir {
     let fx = cluster_fixture("sharded", FAST, pods);
-    let path = fx.path().join("host.toml");
-    let toml = std::fs::read_to_string(&path).unwrap();
-    let toml = toml
-        .replace("[cluster]\n", "[cluster]\nshard_by = \"uid\"\n")
-        .replace(
-            "[sim]\n",
-            &format!("[sim]\nsharded_list_and_watch = {gate}\n"),
-        );
-    std::fs::write(&path, toml).unwrap();
+    extend_host_toml(
+        &fx,
+        "shard_by = \"uid\"\n",
+        &format!("sharded_list_and_watch = {gate}\n"),
+    );
     fx
-}
-
-/// Every pod on the server: key to uid.
-fn server_uids(sim: &Sim) -> BTreeMap<String, String> {
-    let (code, body) = sim.request("GET", "/api/v1/pods", None);
-    assert_eq!(code, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let m = &p["metadata"];
-            (
-                format!(
-                    "{}/{}",
-                    m["namespace"].as_str().unwrap(),
-                    m["name"].as_str().unwrap()
-                ),
-                m["uid"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// The replica the independent ring model gives the pod of `uid` to.
@@ -219,7 +202,7 @@ fn source_of(r: &Replica) -> serde_json::Value {
 fn three_replicas_split_the_cache_and_keys_move_by_range(gate: bool) {
     let fx = fixture(gate, 90);
     let sim = Sim::start(fx.path());
-    let stable: BTreeMap<String, String> = server_uids(&sim);
+    let stable: BTreeMap<String, String> = pod_uids(&sim);
     let stable_keys: Vec<String> = stable.keys().cloned().collect();
     let mut live: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
         .iter()
@@ -232,6 +215,14 @@ fn three_replicas_split_the_cache_and_keys_move_by_range(gate: bool) {
     });
     s.until_settled(&live.iter().collect::<Vec<_>>(), &stable_keys, LONG);
     check_stable_shards(&sim, &live, &stable, "three replicas");
+    // A plugin learns from its init config that its cache is a shard.
+    let init = live[0]
+        .proc
+        .log()
+        .into_iter()
+        .find(|l| l.contains("init config="))
+        .unwrap();
+    assert!(init.contains("\"shard_by\":\"uid\""), "{init}");
     let want = if gate { "server" } else { "client" };
     for r in &live {
         let c = source_of(r);
@@ -327,26 +318,14 @@ fn three_replicas_split_the_cache_and_keys_move_by_range(gate: bool) {
     // Without churn, the union of the caches is exactly the server's pods,
     // each in one cache only, and every pod's final state reached a live
     // replica's plugin exactly as the server holds it.
-    let everything: BTreeSet<String> = server_uids(&sim).into_keys().collect();
+    let everything: BTreeSet<String> = pod_uids(&sim).into_keys().collect();
     wait_until("the caches partition the server's pods", LONG, || {
         let caches: Vec<BTreeSet<String>> = live.iter().filter_map(cached).collect();
         let total: usize = caches.iter().map(BTreeSet::len).sum();
         let union: BTreeSet<String> = caches.into_iter().flatten().collect();
         union == everything && total == everything.len()
     });
-    let pods = sim.pods();
-    wait_until("final states at the live replicas", LONG, || {
-        let evs: Vec<Event> = live.iter().flat_map(|r| r.events()).collect();
-        final_state_mismatches(&pods, &evs).is_empty()
-    });
-    let all: Vec<Event> = live
-        .iter()
-        .chain(gone.iter())
-        .flat_map(|r| r.events())
-        .collect();
-    for r in live.iter().chain(gone.iter()) {
-        r.assert_no_dropped_lines();
-    }
+    let all = final_states_then_every_event(&sim, &live, &gone);
     let dups = duplicate_handlings(&all);
     eprintln!(
         "gate {gate}: churn ops {ops}, events {}, key moves {}, settled samples {}, duplicate handlings {}",
@@ -437,15 +416,11 @@ fn a_controller_sharded_by_namespace_caches_and_reconciles_only_its_namespaces()
         plugin_artifacts::SERVICE_EXPOSER,
         manifest,
     );
-    let path = fx.path().join("host.toml");
-    let toml = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("[cluster]\n", "[cluster]\nshard_by = \"namespace\"\n")
-        .replace(
-            "[sim]\n",
-            "[sim]\nsharded_list_and_watch = true\ndeployments = 0\n",
-        );
-    std::fs::write(&path, toml).unwrap();
+    extend_host_toml(
+        &fx,
+        "shard_by = \"namespace\"\n",
+        "sharded_list_and_watch = true\ndeployments = 0\n",
+    );
     let sim = Sim::start(fx.path());
     // Names that differ early: FNV-1a's high bits barely change with a
     // name's last byte, so `team-0` ... `team-5` would sit side by side on

@@ -675,22 +675,39 @@ impl Reflector {
         let Some(sel) = self.shard_selector() else {
             return;
         };
-        let Ok(resp) = self.send(&[("limit", "1"), ("shardSelector", &sel)]).await else {
+        let Ok(body) = self
+            .list_page(&[("limit", "1"), ("shardSelector", &sel)])
+            .await
+        else {
             return;
         };
-        let Ok(body) = read_all(resp.into_body(), 1 << 20).await else {
-            return;
-        };
+        if let Ok(page) = serde_json::from_slice::<ListPage<'_>>(&body) {
+            self.note_shard_info(&page.metadata);
+        }
+    }
+
+    /// One list page's body, counted.
+    async fn list_page(&self, q: &[(&str, &str)]) -> Result<Vec<u8>, Failure> {
+        let resp = self.send(q).await?;
+        let body = read_all(resp.into_body(), usize::MAX)
+            .await
+            .map_err(|e| Failure::Other(format!("reading list of {}: {e}", self.spec.id)))?;
+        ReflectorStats::inc(&self.stats.list_pages);
         self.stats
             .bytes_received
             .fetch_add(body.len() as u64, Ordering::Relaxed);
-        if let (Ok(page), Some(sh)) = (serde_json::from_slice::<ListPage<'_>>(&body), &self.shard) {
-            sh.handle
-                .set_filtering(if page.metadata.shard_info.is_some() {
-                    Filtering::Server
-                } else {
-                    Filtering::Client
-                });
+        Ok(body)
+    }
+
+    /// Whether the server applied the selector a list carried: it says so
+    /// by echoing it in `shardInfo`.
+    fn note_shard_info(&self, meta: &ListMeta) {
+        if let Some(sh) = &self.shard {
+            sh.handle.set_filtering(if meta.shard_info.is_some() {
+                Filtering::Server
+            } else {
+                Filtering::Client
+            });
         }
     }
 
@@ -715,25 +732,13 @@ impl Reflector {
             } else {
                 q.push(("continue", &cont));
             }
-            let resp = self.send(&q).await?;
-            let body = read_all(resp.into_body(), usize::MAX)
-                .await
-                .map_err(|e| Failure::Other(format!("reading list of {}: {e}", self.spec.id)))?;
-            ReflectorStats::inc(&self.stats.list_pages);
-            self.stats
-                .bytes_received
-                .fetch_add(body.len() as u64, Ordering::Relaxed);
+            let body = self.list_page(&q).await?;
             let page: ListPage<'_> = serde_json::from_slice(&body)
                 .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
-            let sh = self.shard.as_ref().expect("sharded");
             if sel.is_some() {
-                sh.handle
-                    .set_filtering(if page.metadata.shard_info.is_some() {
-                        Filtering::Server
-                    } else {
-                        Filtering::Client
-                    });
+                self.note_shard_info(&page.metadata);
             }
+            let sh = self.shard.as_ref().expect("sharded");
             for item in page.items.unwrap_or_default() {
                 match Object::from_json(item.get().as_bytes(), &self.config.transform) {
                     Ok(o) if sh.admits(gained, &o) => {
@@ -890,23 +895,11 @@ impl Reflector {
             } else {
                 q.push(("continue", &cont));
             }
-            let resp = self.send(&q).await?;
-            let body = read_all(resp.into_body(), usize::MAX)
-                .await
-                .map_err(|e| Failure::Other(format!("reading list of {}: {e}", self.spec.id)))?;
-            ReflectorStats::inc(&self.stats.list_pages);
-            self.stats
-                .bytes_received
-                .fetch_add(body.len() as u64, Ordering::Relaxed);
+            let body = self.list_page(&q).await?;
             let page: ListPage<'_> = serde_json::from_slice(&body)
                 .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
-            if let (Some(sh), Some(_)) = (&self.shard, &sel) {
-                sh.handle
-                    .set_filtering(if page.metadata.shard_info.is_some() {
-                        Filtering::Server
-                    } else {
-                        Filtering::Client
-                    });
+            if sel.is_some() {
+                self.note_shard_info(&page.metadata);
             }
             for item in page.items.unwrap_or_default() {
                 match Object::from_json(item.get().as_bytes(), &self.config.transform) {

@@ -410,6 +410,16 @@ impl Cluster {
             ClusterMode::Sharded => {
                 info["ring"] = self.settings.ring.clone().into();
                 info["shard"] = self.lease.clone().into();
+                // What places each resource: `uid` and `namespace` are
+                // cached by shard, so cache queries see this replica's only.
+                info["shard_by"] = self.settings.shard_by.as_str().into();
+                info["shard_by_resource"] = self
+                    .settings
+                    .shard_by_resource
+                    .iter()
+                    .map(|(r, b)| (r.clone(), serde_json::Value::from(b.as_str())))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into();
             }
             _ => info["lease"] = self.lease.clone().into(),
         }

@@ -581,6 +581,48 @@ pub fn duplicate_handlings(events: &[Event]) -> Vec<String> {
     out
 }
 
+/// Waits until every pod's final state reached a live replica's plugin, then
+/// returns every event any replica, live or gone, handled (failing the test
+/// if a replica's plugin lines were rate limited, which would blind the
+/// oracles).
+pub fn final_states_then_every_event(sim: &Sim, live: &[Replica], gone: &[Replica]) -> Vec<Event> {
+    let pods = sim.pods();
+    wait_until("final states at the live replicas", LONG, || {
+        let evs: Vec<Event> = live.iter().flat_map(|r| r.events()).collect();
+        final_state_mismatches(&pods, &evs).is_empty()
+    });
+    for r in live.iter().chain(gone.iter()) {
+        r.assert_no_dropped_lines();
+    }
+    live.iter()
+        .chain(gone.iter())
+        .flat_map(|r| r.events())
+        .collect()
+}
+
+/// Every pod on the server: key to uid.
+pub fn pod_uids(sim: &Sim) -> BTreeMap<String, String> {
+    let (code, body) = sim.request("GET", "/api/v1/pods", None);
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let m = &p["metadata"];
+            (
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap(),
+                    m["name"].as_str().unwrap()
+                ),
+                m["uid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Keys that moved: for each key, the number of times the replica handling it
 /// changed.
 pub fn moves(events: &[Event]) -> u64 {
