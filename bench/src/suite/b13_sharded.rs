@@ -49,9 +49,11 @@ runs the Rust no-op plugin on `v1/pods` (managedFields stripped, the host's defa
 Leases of 3 s / 2 s / 0.5 s. The three replicas start first; the time to serve is from the \
 fourth's spawn until every member agrees on the four-member ring, the fourth delivers a share \
 and its cache covers its ranges. Then status, create and delete churn at a fixed rate; CPU is \
-each replica's user + system time during the churn (from `/proc/PID/stat`), bytes are its \
-informers' response bytes (`wasm_informer_informer_bytes_received_total`: the initial list \
-and the watch), RSS is `VmRSS` after the churn and the peak `VmHWM`. A third arm runs the four \
+each replica's user + system time during the churn (from `/proc/PID/stat`), bytes are the \
+response bytes its informers received during the churn (the watch traffic: \
+`wasm_informer_informer_bytes_received_total` read before and after it) and, for the fourth \
+replica, all it received from its start (its ranges' list and the watch), RSS is `VmRSS` \
+after the churn and the peak `VmHWM`. A third arm runs the four \
 replicas against a simulator that ignores `shardSelector`: each replica still caches only its \
 shard, but receives everything. Ratios are each replica's figure over the single replica's in \
 the same round; the row shows the largest of the four.";
