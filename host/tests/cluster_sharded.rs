@@ -384,16 +384,7 @@ fn sharded_controllers_reconcile_every_owner_after_its_child_changes() {
         .iter()
         .map(|id| Replica::start(fx.path(), &sim, id))
         .collect();
-    wait_until("three ready replicas in one ring", LONG, || {
-        live.iter().all(|r| {
-            r.ready()
-                && r.cluster(false).is_some_and(|c| {
-                    c["role"] == "member"
-                        && c["view"].as_array().is_some_and(|v| v.len() == 3)
-                        && c["in_transition"] == false
-                })
-        })
-    });
+    wait_for_one_ring(&live);
     wait_until("a Service for every Deployment", LONG, || {
         service_selectors(&sim).len() == N
     });

@@ -202,7 +202,7 @@ fn source_of(r: &Replica) -> serde_json::Value {
 fn three_replicas_split_the_cache_and_keys_move_by_range(gate: bool) {
     let fx = fixture(gate, 90);
     let sim = Sim::start(fx.path());
-    let stable: BTreeMap<String, String> = pod_uids(&sim);
+    let stable: BTreeMap<String, String> = sim.pod_metadata("uid");
     let stable_keys: Vec<String> = stable.keys().cloned().collect();
     let mut live: Vec<Replica> = ["rep-a", "rep-b", "rep-c"]
         .iter()
@@ -318,7 +318,7 @@ fn three_replicas_split_the_cache_and_keys_move_by_range(gate: bool) {
     // Without churn, the union of the caches is exactly the server's pods,
     // each in one cache only, and every pod's final state reached a live
     // replica's plugin exactly as the server holds it.
-    let everything: BTreeSet<String> = pod_uids(&sim).into_keys().collect();
+    let everything: BTreeSet<String> = sim.pod_metadata("uid").into_keys().collect();
     wait_until("the caches partition the server's pods", LONG, || {
         let caches: Vec<BTreeSet<String>> = live.iter().filter_map(cached).collect();
         let total: usize = caches.iter().map(BTreeSet::len).sum();
@@ -473,16 +473,7 @@ fn a_controller_sharded_by_namespace_caches_and_reconciles_only_its_namespaces()
         owners.len() > 1,
         "the six namespaces should spread: {owners:?}"
     );
-    wait_until("three ready replicas in one ring", LONG, || {
-        live.iter().all(|r| {
-            r.ready()
-                && r.cluster(false).is_some_and(|c| {
-                    c["role"] == "member"
-                        && c["view"].as_array().is_some_and(|v| v.len() == 3)
-                        && c["in_transition"] == false
-                })
-        })
-    });
+    wait_for_one_ring(&live);
     wait_until("a Service for every Deployment", LONG, || {
         all_service_selectors(&sim)
             .keys()

@@ -247,6 +247,11 @@ impl Sim {
 
     /// Every pod: key to resourceVersion.
     pub fn pods(&self) -> BTreeMap<String, String> {
+        self.pod_metadata("resourceVersion")
+    }
+
+    /// Every pod: key to its `metadata.FIELD` (a string field).
+    pub fn pod_metadata(&self, field: &str) -> BTreeMap<String, String> {
         let (code, body) = http_get(self.addr, "/api/v1/pods");
         assert_eq!(code, 200, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -262,7 +267,7 @@ impl Sim {
                         m["namespace"].as_str().unwrap(),
                         m["name"].as_str().unwrap()
                     ),
-                    m["resourceVersion"].as_str().unwrap().to_string(),
+                    m[field].as_str().unwrap().to_string(),
                 )
             })
             .collect()
@@ -600,27 +605,20 @@ pub fn final_states_then_every_event(sim: &Sim, live: &[Replica], gone: &[Replic
         .collect()
 }
 
-/// Every pod on the server: key to uid.
-pub fn pod_uids(sim: &Sim) -> BTreeMap<String, String> {
-    let (code, body) = sim.request("GET", "/api/v1/pods", None);
-    assert_eq!(code, 200, "{body}");
-    let v: Value = serde_json::from_str(&body).unwrap();
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            let m = &p["metadata"];
-            (
-                format!(
-                    "{}/{}",
-                    m["namespace"].as_str().unwrap(),
-                    m["name"].as_str().unwrap()
-                ),
-                m["uid"].as_str().unwrap().to_string(),
-            )
+/// Waits until every one of `live` is ready and a settled member of one
+/// ring of `live.len()`.
+pub fn wait_for_one_ring(live: &[Replica]) {
+    let n = live.len();
+    wait_until(&format!("{n} ready replicas in one ring"), LONG, || {
+        live.iter().all(|r| {
+            r.ready()
+                && r.cluster(false).is_some_and(|c| {
+                    c["role"] == "member"
+                        && c["view"].as_array().is_some_and(|v| v.len() == n)
+                        && c["in_transition"] == false
+                })
         })
-        .collect()
+    });
 }
 
 /// Keys that moved: for each key, the number of times the replica handling it
