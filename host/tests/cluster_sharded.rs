@@ -352,25 +352,16 @@ fn service_selectors(sim: &Sim) -> std::collections::BTreeMap<String, serde_json
 fn sharded_controllers_reconcile_every_owner_after_its_child_changes() {
     const N: usize = 30;
     let t = FAST;
-    let manifest = "for = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\n\
-                    write_qps = 0\n\n[[write]]\nresource = \"v1/services\"\n\
-                    verbs = [\"create\", \"patch\", \"delete\"]\n";
     let fx = cluster_fixture_with(
         "sharded",
         t,
         0,
         "service-exposer",
         plugin_artifacts::SERVICE_EXPOSER,
-        manifest,
+        SERVICE_EXPOSER_MANIFEST,
     );
     let sim = Sim::start(fx.path());
-    let (code, body) = sim.request(
-        "POST",
-        "/api/v1/namespaces",
-        Some(&format!(
-            r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{CTL_NS}"}}}}"#
-        )),
-    );
+    let (code, body) = sim.create_namespace(CTL_NS);
     assert_eq!(code, 201, "{body}");
     for i in 0..N {
         let (code, body) = sim.request(

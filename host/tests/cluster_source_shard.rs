@@ -371,12 +371,7 @@ fn exposed_deployment(ns: &str, i: usize) -> String {
 
 /// Services of every namespace: `ns/name` to `spec.selector`.
 fn all_service_selectors(sim: &Sim) -> BTreeMap<String, serde_json::Value> {
-    let (code, body) = sim.request("GET", "/api/v1/services", None);
-    assert_eq!(code, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v["items"]
-        .as_array()
-        .unwrap()
+    sim.items("/api/v1/services")
         .iter()
         .map(|s| {
             let m = &s["metadata"];
@@ -405,16 +400,13 @@ fn all_service_selectors(sim: &Sim) -> BTreeMap<String, serde_json::Value> {
 fn a_controller_sharded_by_namespace_caches_and_reconciles_only_its_namespaces() {
     const N: usize = 36;
     const NAMESPACES: usize = 6;
-    let manifest = "for = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\n\
-                    write_qps = 0\n\n[[write]]\nresource = \"v1/services\"\n\
-                    verbs = [\"create\", \"patch\", \"delete\"]\n";
     let fx = cluster_fixture_with(
         "sharded",
         FAST,
         0,
         "service-exposer",
         plugin_artifacts::SERVICE_EXPOSER,
-        manifest,
+        SERVICE_EXPOSER_MANIFEST,
     );
     extend_host_toml(
         &fx,
@@ -439,13 +431,7 @@ fn a_controller_sharded_by_namespace_caches_and_reconciles_only_its_namespaces()
     assert_eq!(namespaces.len(), NAMESPACES);
     let ours = |k: &String| namespaces.iter().any(|ns| k.starts_with(&format!("{ns}/")));
     for ns in &namespaces {
-        let (code, body) = sim.request(
-            "POST",
-            "/api/v1/namespaces",
-            Some(&format!(
-                r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ns}"}}}}"#
-            )),
-        );
+        let (code, body) = sim.create_namespace(ns);
         assert_eq!(code, 201, "{body}");
     }
     for i in 0..N {

@@ -681,9 +681,7 @@ impl Reflector {
         else {
             return;
         };
-        if let Ok(page) = serde_json::from_slice::<ListPage<'_>>(&body) {
-            self.note_shard_info(&page.metadata);
-        }
+        let _ = self.parse_page(&body, true);
     }
 
     /// One list page's body, counted.
@@ -697,6 +695,17 @@ impl Reflector {
             .bytes_received
             .fetch_add(body.len() as u64, Ordering::Relaxed);
         Ok(body)
+    }
+
+    /// Decodes a list page; when it was asked with a `shardSelector`, notes
+    /// whether the server applied it.
+    fn parse_page<'b>(&self, body: &'b [u8], selected: bool) -> Result<ListPage<'b>, Failure> {
+        let page: ListPage<'b> = serde_json::from_slice(body)
+            .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
+        if selected {
+            self.note_shard_info(&page.metadata);
+        }
+        Ok(page)
     }
 
     /// Whether the server applied the selector a list carried: it says so
@@ -733,11 +742,7 @@ impl Reflector {
                 q.push(("continue", &cont));
             }
             let body = self.list_page(&q).await?;
-            let page: ListPage<'_> = serde_json::from_slice(&body)
-                .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
-            if sel.is_some() {
-                self.note_shard_info(&page.metadata);
-            }
+            let page = self.parse_page(&body, sel.is_some())?;
             let sh = self.shard.as_ref().expect("sharded");
             for item in page.items.unwrap_or_default() {
                 match Object::from_json(item.get().as_bytes(), &self.config.transform) {
@@ -896,11 +901,7 @@ impl Reflector {
                 q.push(("continue", &cont));
             }
             let body = self.list_page(&q).await?;
-            let page: ListPage<'_> = serde_json::from_slice(&body)
-                .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
-            if sel.is_some() {
-                self.note_shard_info(&page.metadata);
-            }
+            let page = self.parse_page(&body, sel.is_some())?;
             for item in page.items.unwrap_or_default() {
                 match Object::from_json(item.get().as_bytes(), &self.config.transform) {
                     Ok(o) if self.admits(&o) => objects.push(Arc::new(o)),

@@ -81,14 +81,11 @@ impl ShardField {
     pub fn point(self, object: &Object) -> u64 {
         match self {
             ShardField::Uid => fnv1a_64(object.meta.uid.as_bytes()),
-            ShardField::Namespace => self.point_of_namespace(object.meta.namespace.as_deref()),
+            // Cluster-scoped objects hash the empty namespace.
+            ShardField::Namespace => {
+                fnv1a_64(object.meta.namespace.as_deref().unwrap_or("").as_bytes())
+            }
         }
-    }
-
-    /// The point of an object in `namespace` (`None`: cluster-scoped), for
-    /// [`ShardField::Namespace`].
-    pub fn point_of_namespace(self, namespace: Option<&str>) -> u64 {
-        fnv1a_64(namespace.unwrap_or("").as_bytes())
     }
 }
 

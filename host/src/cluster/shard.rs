@@ -59,7 +59,12 @@ impl Placement {
     }
 
     /// The placement of `resource` (a canonical id such as `v1/pods`).
+    /// Called by the dispatcher for every notification: with no
+    /// per-resource setting it looks nothing up.
     pub fn of(&self, resource: &str) -> ShardBy {
+        if self.per_resource.is_empty() {
+            return self.default;
+        }
         self.per_resource
             .get(resource)
             .copied()

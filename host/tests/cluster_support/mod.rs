@@ -25,6 +25,13 @@ use serde_json::Value;
 
 use crate::host_support::{http_get, http_request, HostProc, LONG};
 
+/// The `service-exposer` controller's manifest (without `name` and `wasm`):
+/// `for` Deployments, `owns` Services, two workers, no rate limit.
+pub const SERVICE_EXPOSER_MANIFEST: &str =
+    "for = \"apps/v1/deployments\"\nowns = [\"v1/services\"]\nworkers = 2\n\
+     write_qps = 0\n\n[[write]]\nresource = \"v1/services\"\n\
+     verbs = [\"create\", \"patch\", \"delete\"]\n";
+
 /// Lease timing of the tests: short, so that failovers take seconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -203,11 +210,7 @@ impl Sim {
             addr,
             kubeconfig,
         };
-        let (code, body) = sim.request(
-            "POST",
-            "/api/v1/namespaces",
-            Some(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wasm-informer"}}"#),
-        );
+        let (code, body) = sim.create_namespace("wasm-informer");
         assert!(
             code == 201 || code == 409,
             "creating the namespace: {code} {body}"
@@ -245,6 +248,28 @@ impl Sim {
             .collect()
     }
 
+    /// Creates namespace `name`.
+    pub fn create_namespace(&self, name: &str) -> (u16, String) {
+        self.request(
+            "POST",
+            "/api/v1/namespaces",
+            Some(&format!(
+                r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}"}}}}"#
+            )),
+        )
+    }
+
+    /// The `items` of the list at `path`.
+    pub fn items(&self, path: &str) -> Vec<Value> {
+        let (code, body) = http_get(self.addr, path);
+        assert_eq!(code, 200, "GET {path}: {body}");
+        let mut v: Value = serde_json::from_str(&body).unwrap();
+        match v["items"].take() {
+            Value::Array(a) => a,
+            other => panic!("GET {path}: items is {other}"),
+        }
+    }
+
     /// Every pod: key to resourceVersion.
     pub fn pods(&self) -> BTreeMap<String, String> {
         self.pod_metadata("resourceVersion")
@@ -252,12 +277,7 @@ impl Sim {
 
     /// Every pod: key to its `metadata.FIELD` (a string field).
     pub fn pod_metadata(&self, field: &str) -> BTreeMap<String, String> {
-        let (code, body) = http_get(self.addr, "/api/v1/pods");
-        assert_eq!(code, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        v["items"]
-            .as_array()
-            .unwrap()
+        self.items("/api/v1/pods")
             .iter()
             .map(|p| {
                 let m = &p["metadata"];
