@@ -123,16 +123,7 @@ fn each_key_has_one_owner_a_killed_replicas_keys_move_within_the_lease_and_final
         "reassignment took {moved_in:?} after the kill"
     );
     // ... and were handled there: each reached a survivor's plugin.
-    let handled_after: BTreeSet<String> = live
-        .iter()
-        .flat_map(|r| r.events())
-        .filter(|e| e.at_micros > t_kill)
-        .map(|e| e.key)
-        .collect();
-    let missing: Vec<&String> = c_keys
-        .iter()
-        .filter(|k| !handled_after.contains(*k))
-        .collect();
+    let missing = unhandled_since(&live, t_kill, &c_keys);
     assert!(
         missing.is_empty(),
         "keys of the killed replica never handled by the others: {missing:?}"

@@ -288,16 +288,11 @@ fn three_replicas_split_the_cache_and_keys_move_by_range(gate: bool) {
             gained.iter().map(|q| &q.query).collect::<Vec<_>>()
         );
     }
-    let handled_after: BTreeSet<String> = live
-        .iter()
-        .flat_map(|r| r.events())
-        .filter(|e| e.at_micros > t_kill)
-        .map(|e| e.key)
-        .collect();
-    let missing: Vec<&String> = c_keys
-        .iter()
-        .filter(|k| stable.contains_key(*k) && !handled_after.contains(*k))
-        .collect();
+    let missing = unhandled_since(
+        &live,
+        t_kill,
+        c_keys.iter().filter(|k| stable.contains_key(*k)),
+    );
     assert!(
         missing.is_empty(),
         "keys rep-c cached that no survivor handled after the kill: {missing:?}"

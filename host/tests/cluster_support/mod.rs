@@ -625,6 +625,21 @@ pub fn final_states_then_every_event(sim: &Sim, live: &[Replica], gone: &[Replic
         .collect()
 }
 
+/// Of `keys`, those no replica of `live` handled after `after_micros`.
+pub fn unhandled_since<'a>(
+    live: &[Replica],
+    after_micros: u64,
+    keys: impl IntoIterator<Item = &'a String>,
+) -> Vec<&'a String> {
+    let handled: BTreeSet<String> = live
+        .iter()
+        .flat_map(|r| r.events())
+        .filter(|e| e.at_micros > after_micros)
+        .map(|e| e.key)
+        .collect();
+    keys.into_iter().filter(|k| !handled.contains(*k)).collect()
+}
+
 /// Waits until every one of `live` is ready and a settled member of one
 /// ring of `live.len()`.
 pub fn wait_for_one_ring(live: &[Replica]) {
