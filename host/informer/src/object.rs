@@ -5,13 +5,9 @@
 //! tree is kept per object; the JSON body is stored as compact text (after the
 //! transform) and parsed metadata sits beside it.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
-use crate::str_map::{JsonStr, StrMap};
+use crate::str_map::StrMap;
 
 /// A shared, immutable cached object.
 pub type ObjectRef = Arc<Object>;
@@ -95,56 +91,17 @@ pub struct Object {
 /// Why bytes could not become an [`Object`].
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
-    /// The bytes are not a JSON object.
+    /// The bytes are not a JSON object, or a metadata field has the wrong type.
     #[error("object is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(String),
     /// `metadata.name` is missing.
     #[error("object has no metadata.name")]
     MissingName,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct OwnerRef {
-    #[serde(default)]
-    uid: String,
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    controller: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct MetaIn {
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    generation: Option<i64>,
-    #[serde(default)]
-    labels: Option<StrMap>,
-    #[serde(default)]
-    annotations: Option<StrMap>,
-    #[serde(default)]
-    creation_timestamp: Option<String>,
-    #[serde(default)]
-    deletion_timestamp: Option<String>,
-    #[serde(default)]
-    owner_references: Option<Vec<OwnerRef>>,
-}
-
 impl Object {
-    /// Parses one object from its JSON, applying `transform`.
+    /// Parses one object from its JSON, applying `transform`, in one pass
+    /// that decodes only the metadata (see [`crate::decode`]).
     ///
     /// ```
     /// use kube_informer::object::{Object, Transform};
@@ -154,66 +111,22 @@ impl Object {
     /// assert!(!obj.json.contains("managedFields"));
     /// ```
     pub fn from_json(raw: &[u8], transform: &Transform) -> Result<Object, ObjectError> {
-        // Top level and metadata as maps of raw values: nothing below them is parsed.
-        let fields = serde_json::from_slice::<RawFields>(raw)?.0;
-        let mut meta_raw: Option<&RawValue> = None;
-        let mut out = String::with_capacity(raw.len());
-        out.push('{');
-        let mut first = true;
-        for (k, v) in fields {
-            if k == "metadata" {
-                meta_raw = Some(v);
-                continue;
-            }
-            push_field(&mut out, &mut first, &k, v.get());
-        }
-        let meta_in: MetaIn;
-        if let Some(meta_raw) = meta_raw {
-            let meta_fields: RawFields = serde_json::from_str(meta_raw.get())?;
-            let mut meta_out = String::with_capacity(meta_raw.get().len());
-            meta_out.push('{');
-            let mut mfirst = true;
-            for (k, v) in &meta_fields.0 {
-                if transform.strip_managed_fields && k == "managedFields" {
-                    continue;
-                }
-                push_field(&mut meta_out, &mut mfirst, k, v.get());
-            }
-            meta_out.push('}');
-            meta_in = serde_json::from_str(meta_raw.get())?;
-            push_field(&mut out, &mut first, "metadata", &meta_out);
-        } else {
-            meta_in = MetaIn::default();
-        }
-        out.push('}');
-        let name = meta_in.name.ok_or(ObjectError::MissingName)?;
-        let owners = meta_in.owner_references.unwrap_or_default();
-        let controller =
-            owners
-                .iter()
-                .find(|o| o.controller == Some(true))
-                .map(|o| ControllerRef {
-                    api_version: o.api_version.clone(),
-                    kind: o.kind.clone(),
-                    name: o.name.clone(),
-                    uid: o.uid.clone(),
-                });
-        Ok(Object {
-            meta: ObjectMeta {
-                namespace: meta_in.namespace.filter(|n| !n.is_empty()),
-                name,
-                uid: meta_in.uid.unwrap_or_default(),
-                resource_version: meta_in.resource_version.unwrap_or_default(),
-                generation: meta_in.generation,
-                labels: meta_in.labels.unwrap_or_default(),
-                annotations: meta_in.annotations.unwrap_or_default(),
-                creation_timestamp: meta_in.creation_timestamp,
-                deletion_timestamp: meta_in.deletion_timestamp,
-                owner_uids: owners.into_iter().map(|o| o.uid).collect(),
-                controller,
-            },
-            json: out.into_boxed_str(),
-        })
+        let text = std::str::from_utf8(raw).map_err(|e| ObjectError::Json(e.to_string()))?;
+        Self::from_json_str(text, transform)
+    }
+
+    /// [`Object::from_json`] for text already known to be UTF-8.
+    pub fn from_json_str(text: &str, transform: &Transform) -> Result<Object, ObjectError> {
+        crate::decode::object(text, transform, crate::decode::Checked::No)
+    }
+
+    /// An object that a validating pass over its watch line or list page
+    /// already read as JSON.
+    pub(crate) fn from_checked_json(
+        text: &str,
+        transform: &Transform,
+    ) -> Result<Object, ObjectError> {
+        crate::decode::object(text, transform, crate::decode::Checked::Yes)
     }
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
@@ -243,53 +156,6 @@ pub fn object_key(namespace: Option<&str>, name: &str) -> String {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
         _ => name.to_string(),
     }
-}
-
-/// A JSON object read as an ordered list of raw fields, borrowed from the
-/// input: nothing is copied until the object's own text is written.
-struct RawFields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawFields<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
-            type Value = RawFields<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut a: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut v = Vec::with_capacity(a.size_hint().unwrap_or(8));
-                while let Some((k, val)) = a.next_entry::<JsonStr<'a>, &'a RawValue>()? {
-                    v.push((k.0, val));
-                }
-                Ok(RawFields(v))
-            }
-        }
-        d.deserialize_map(V(std::marker::PhantomData))
-    }
-}
-
-fn push_field(out: &mut String, first: &mut bool, key: &str, raw: &str) {
-    if !*first {
-        out.push(',');
-    }
-    *first = false;
-    if key
-        .bytes()
-        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
-    {
-        out.push('"');
-        out.push_str(key);
-        out.push('"');
-    } else {
-        // Keys come from a JSON object, so re-encoding them cannot fail.
-        out.push_str(&serde_json::to_string(key).unwrap_or_default());
-    }
-    out.push(':');
-    out.push_str(raw);
 }
 
 #[cfg(test)]

@@ -75,10 +75,10 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use crate::backoff::{Backoff, BackoffConfig};
+use crate::decode;
 use crate::delta_fifo::DeltaFifo;
 use crate::object::{Object, ObjectRef, Transform};
 use crate::resource::ResourceSpec;
@@ -309,12 +309,10 @@ enum StreamEnd {
     Reshard,
 }
 
-#[derive(Deserialize)]
+/// A decoded list page: its metadata, and each item's text undecoded.
 struct ListPage<'a> {
-    #[serde(default)]
     metadata: ListMeta,
-    #[serde(borrow, default)]
-    items: Option<Vec<&'a RawValue>>,
+    items: Vec<&'a str>,
 }
 
 #[derive(Deserialize, Default)]
@@ -326,14 +324,6 @@ struct ListMeta {
     /// KEP-5866: present exactly when the server applied a `shardSelector`.
     #[serde(rename = "shardInfo", default)]
     shard_info: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct WatchLine<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    #[serde(borrow)]
-    object: &'a RawValue,
 }
 
 #[derive(Deserialize, Default)]
@@ -700,8 +690,16 @@ impl Reflector {
     /// Decodes a list page; when it was asked with a `shardSelector`, notes
     /// whether the server applied it.
     fn parse_page<'b>(&self, body: &'b [u8], selected: bool) -> Result<ListPage<'b>, Failure> {
-        let page: ListPage<'b> = serde_json::from_slice(body)
-            .map_err(|e| Failure::Other(format!("decoding list of {}: {e}", self.spec.id)))?;
+        let fail = |e: String| Failure::Other(format!("decoding list of {}: {e}", self.spec.id));
+        let raw = decode::list_page(body).map_err(fail)?;
+        let metadata = match raw.metadata {
+            Some(m) => sonic_rs::from_str(m).map_err(|e| fail(e.to_string()))?,
+            None => ListMeta::default(),
+        };
+        let page = ListPage {
+            metadata,
+            items: raw.items,
+        };
         if selected {
             self.note_shard_info(&page.metadata);
         }
@@ -744,8 +742,8 @@ impl Reflector {
             let body = self.list_page(&q).await?;
             let page = self.parse_page(&body, sel.is_some())?;
             let sh = self.shard.as_ref().expect("sharded");
-            for item in page.items.unwrap_or_default() {
-                match Object::from_json(item.get().as_bytes(), &self.config.transform) {
+            for item in page.items {
+                match Object::from_checked_json(item, &self.config.transform) {
                     Ok(o) if sh.admits(gained, &o) => {
                         n += 1;
                         self.fifo.add(Arc::new(o));
@@ -902,8 +900,8 @@ impl Reflector {
             }
             let body = self.list_page(&q).await?;
             let page = self.parse_page(&body, sel.is_some())?;
-            for item in page.items.unwrap_or_default() {
-                match Object::from_json(item.get().as_bytes(), &self.config.transform) {
+            for item in page.items {
+                match Object::from_checked_json(item, &self.config.transform) {
                     Ok(o) if self.admits(&o) => objects.push(Arc::new(o)),
                     Ok(_) => {}
                     Err(e) => self.decode_error(&e.to_string()),
@@ -1075,11 +1073,16 @@ impl Reflector {
             self.stats
                 .bytes_received
                 .fetch_add(data.len() as u64, Ordering::Relaxed);
+            // Only the new bytes are searched for line ends: a line that
+            // spans many frames is not rescanned from its start.
+            let searched = buf.len();
             buf.extend_from_slice(&data);
             let mut start = 0;
-            while let Some(pos) = buf[start..].iter().position(|b| *b == b'\n') {
-                let line = &buf[start..start + pos];
-                start += pos + 1;
+            let mut from = searched;
+            while let Some(pos) = memchr::memchr(b'\n', &buf[from..]) {
+                let line = &buf[start..from + pos];
+                start = from + pos + 1;
+                from = start;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
@@ -1111,25 +1114,24 @@ impl Reflector {
         rv: &mut String,
         initial: &mut Option<Initial>,
     ) -> Result<(), StreamEnd> {
-        let ev: WatchLine<'_> = serde_json::from_slice(line).map_err(|e| {
+        let ev = decode::watch_line(line).map_err(|e| {
             StreamEnd::Failed(Failure::Other(format!(
                 "undecodable watch event for {}: {e}",
                 self.spec.id
             )))
         })?;
-        match ev.kind {
+        match &*ev.kind {
             "ADDED" | "MODIFIED" | "DELETED" => {
-                let obj =
-                    match Object::from_json(ev.object.get().as_bytes(), &self.config.transform) {
-                        Ok(o) => Arc::new(o),
-                        Err(e) => {
-                            self.decode_error(&e.to_string());
-                            return Ok(());
-                        }
-                    };
+                let obj = match Object::from_checked_json(ev.object, &self.config.transform) {
+                    Ok(o) => Arc::new(o),
+                    Err(e) => {
+                        self.decode_error(&e.to_string());
+                        return Ok(());
+                    }
+                };
                 let new_rv = obj.meta.resource_version.clone();
                 if initial.is_none() {
-                    self.check_not_regressed(rv, &new_rv, ev.kind)?;
+                    self.check_not_regressed(rv, &new_rv, &ev.kind)?;
                 }
                 if !self.admits(&obj) {
                     // Not this replica's shard (a server that ignores the
@@ -1147,7 +1149,7 @@ impl Reflector {
                         init.items.insert(obj.key(), obj);
                     }
                 } else {
-                    match ev.kind {
+                    match &*ev.kind {
                         "ADDED" => self.fifo.add(obj),
                         "MODIFIED" => self.fifo.update(obj),
                         _ => self.fifo.delete(obj),
@@ -1162,7 +1164,7 @@ impl Reflector {
                 Ok(())
             }
             "BOOKMARK" => {
-                let b: BookmarkObject = serde_json::from_str(ev.object.get()).unwrap_or_default();
+                let b: BookmarkObject = serde_json::from_str(ev.object).unwrap_or_default();
                 ReflectorStats::inc(&self.stats.bookmarks);
                 if initial.is_none() {
                     if let Some(new_rv) = b.metadata.resource_version.as_deref() {
@@ -1200,7 +1202,7 @@ impl Reflector {
                 Ok(())
             }
             "ERROR" => {
-                let st: StatusObject = serde_json::from_str(ev.object.get()).unwrap_or_default();
+                let st: StatusObject = serde_json::from_str(ev.object).unwrap_or_default();
                 let msg = format!("watch of {}: ERROR event {}", self.spec.id, st.describe());
                 Err(StreamEnd::Failed(if st.is_expired(None) {
                     Failure::Gone(msg)

@@ -123,6 +123,23 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for StrMap {
     }
 }
 
+impl StrMap {
+    /// From entries in any order, borrowed where they can be; a repeated key
+    /// keeps its last value. Only the map's own two allocations are made.
+    pub(crate) fn from_pairs(mut v: Vec<(Cow<'_, str>, Cow<'_, str>)>) -> Self {
+        // Stable sort, then keep the last value of a repeated key.
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::with_capacity(v.len());
+        for (k, val) in v {
+            match out.last_mut() {
+                Some(last) if last.0 == k => last.1 = val,
+                _ => out.push((k, val)),
+            }
+        }
+        Self::from_sorted(out.iter().map(|(k, v)| (&**k, &**v)))
+    }
+}
+
 impl fmt::Debug for StrMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -148,16 +165,7 @@ impl<'de> Deserialize<'de> for StrMap {
                 while let Some((k, val)) = a.next_entry::<JsonStr<'de>, JsonStr<'de>>()? {
                     v.push((k.0, val.0));
                 }
-                // Stable sort, then keep the last value of a repeated key.
-                v.sort_by(|a, b| a.0.cmp(&b.0));
-                let mut out: Vec<(Cow<'de, str>, Cow<'de, str>)> = Vec::with_capacity(v.len());
-                for (k, val) in v {
-                    match out.last_mut() {
-                        Some(last) if last.0 == k => last.1 = val,
-                        _ => out.push((k, val)),
-                    }
-                }
-                Ok(StrMap::from_sorted(out.iter().map(|(k, v)| (&**k, &**v))))
+                Ok(StrMap::from_pairs(v))
             }
         }
         d.deserialize_map(V)
