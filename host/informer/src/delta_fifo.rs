@@ -335,6 +335,11 @@ impl DeltaFifo {
         }
     }
 
+    /// Keys queued and not yet popped.
+    pub fn queued(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
     /// Pops parked on an empty queue right now.
     pub fn waiting_pops(&self) -> usize {
         self.waiting.load(std::sync::atomic::Ordering::SeqCst)

@@ -373,13 +373,29 @@ async fn controller_loop(fifo: Arc<DeltaFifo>, processor: Arc<Processor>) {
         processor.mark_synced();
         synced = true;
     }
-    while fifo.pop_process(|p| processor.handle_deltas(p)).await {
+    let mut unwoken = 0;
+    while fifo
+        .pop_process(|p| processor.handle_deltas_unwoken(p))
+        .await
+    {
+        // Listeners are woken when the FIFO runs dry, and at least every
+        // WAKE_EVERY keys: a handler that keeps up with a burst takes it in
+        // batches instead of a wake-up (a thread switch) per event.
+        unwoken += 1;
+        if unwoken >= WAKE_EVERY || fifo.queued() == 0 {
+            processor.wake_listeners();
+            unwoken = 0;
+        }
         if !synced && fifo.has_synced() {
             processor.mark_synced();
             synced = true;
         }
     }
+    processor.wake_listeners();
 }
+
+/// The most keys the dispatcher hands out before it wakes the listeners.
+const WAKE_EVERY: usize = 32;
 
 /// Checks listeners' resync periods and enqueues Sync deltas when one is due.
 async fn resync_loop(fifo: Arc<DeltaFifo>, processor: Weak<Processor>, every: Duration) {

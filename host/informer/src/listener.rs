@@ -270,6 +270,9 @@ pub(crate) struct ListenerShared {
     selector: Option<LabelSelector>,
     state: Mutex<State>,
     notify: Notify,
+    /// The dispatcher queued something since its last wake-up of this
+    /// listener's task; [`ListenerShared::flush_wake`] wakes it once for all.
+    wake_pending: AtomicBool,
     pub(crate) stats: Arc<ListenerStats>,
     gate: Arc<DispatchGate>,
     synced: AtomicBool,
@@ -299,6 +302,7 @@ impl ListenerShared {
             selector,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
+            wake_pending: AtomicBool::new(false),
             stats: Arc::new(ListenerStats::default()),
             gate,
             synced: AtomicBool::new(false),
@@ -561,7 +565,8 @@ impl ListenerShared {
     /// gate held. Never blocks on the consumer (I1). Until the informer's first
     /// list is complete nothing is taken: the listener gets that list as one
     /// snapshot when the informer syncs, instead of one notification per
-    /// listed object through a queue it could only overflow.
+    /// listed object through a queue it could only overflow. The task is woken
+    /// by the dispatcher's next [`ListenerShared::flush_wake`].
     pub(crate) fn push(&self, n: &NotificationRef, is_sync: bool) {
         if !self.gate.synced.load(Ordering::Acquire) {
             return;
@@ -604,7 +609,7 @@ impl ListenerShared {
             }
             self.set_depth(&st);
             drop(st);
-            self.notify.notify_one();
+            self.wake_pending.store(true, Ordering::Release);
             return;
         }
         if !st.sync_set.is_empty() {
@@ -640,7 +645,16 @@ impl ListenerShared {
         }
         self.set_depth(&st);
         drop(st);
-        self.notify.notify_one();
+        self.wake_pending.store(true, Ordering::Release);
+    }
+
+    /// Wakes the listener's task if [`ListenerShared::push`] queued anything
+    /// since the last call. The dispatcher calls it once per run of deltas,
+    /// so a handler that keeps up is woken once per run, not once per event.
+    pub(crate) fn flush_wake(&self) {
+        if self.wake_pending.swap(false, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
     }
 
     /// Replaces whatever is queued or pending with a snapshot of the cache (I6).

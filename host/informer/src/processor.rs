@@ -95,8 +95,17 @@ impl Processor {
     }
 
     /// HandleDeltas: applies one popped key's deltas to the Indexer, then
-    /// notifies every listener, delta by delta (I2, I1).
+    /// notifies every listener, delta by delta (I2, I1), and wakes the
+    /// listeners that got something.
     pub fn handle_deltas(&self, popped: &Popped) {
+        self.handle_deltas_unwoken(popped);
+        self.wake_listeners();
+    }
+
+    /// [`Processor::handle_deltas`] without waking the listeners: the
+    /// informer's loop runs several keys, then calls
+    /// [`Processor::wake_listeners`] once for them.
+    pub fn handle_deltas_unwoken(&self, popped: &Popped) {
         let _g = self.gate.lock.lock();
         let listeners = self.listeners.read();
         let ix = &self.gate.indexer;
@@ -148,6 +157,14 @@ impl Processor {
             for l in listeners.iter() {
                 l.push(&n, is_sync);
             }
+        }
+    }
+
+    /// Wakes every listener that was handed a notification since its last
+    /// wake-up.
+    pub fn wake_listeners(&self) {
+        for l in self.listeners.read().iter() {
+            l.flush_wake();
         }
     }
 
