@@ -30,6 +30,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("reconcile-probe", "RECONCILE_PROBE"),
     ("event-log", "EVENT_LOG"),
     ("parse-pod", "PARSE_POD"),
+    ("read-fields", "READ_FIELDS"),
     ("annotate", "ANNOTATE"),
     ("fixture-wrong-world", "FIXTURE_WRONG_WORLD"),
     ("fixture-wrong-version", "FIXTURE_WRONG_VERSION"),
