@@ -130,9 +130,12 @@ async fn with_4_workers_no_key_is_ever_reconciled_by_two_workers_at_once() {
                 for round in 0..400 {
                     let key = format!("ns/k{}", (round * 7 + p) % 20);
                     {
+                        // The time is taken before the add: a worker may pick
+                        // the key up before `add` returns.
                         let mut l = last_add.lock();
+                        let at = Instant::now();
                         q.add(Arc::from(key.as_str()));
-                        l.insert(key, Instant::now());
+                        l.insert(key, at);
                     }
                     if round % 5 == 0 {
                         tokio::task::yield_now().await;
