@@ -39,7 +39,7 @@ const ROWS: &[(&str, &str)] = &[
     ("B7", "extra: peer with 10 separate reflectors"),
     ("B7", "reference: both keep managedFields"),
     ("B8", "plugins: sync, then"),
-    ("B8", "plugins against the raw peer"),
+    ("B8", "plugins against the raw peer with"),
     ("B9", "patches/s, rate limit off"),
     ("B9", "request time at the plugin"),
     ("B9", "time between two patches at the server"),
