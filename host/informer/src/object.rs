@@ -2,8 +2,9 @@
 //!
 //! Invariant: an [`Object`] is immutable once built and is shared by [`std::sync::Arc`]
 //! between the Indexer, every listener queue and every event. No `serde_json::Value`
-//! tree is kept per object; the JSON body is stored as compact text (after the
-//! transform) and parsed metadata sits beside it.
+//! tree is kept per object; the JSON body is stored as the text that arrived, with
+//! only what the transform removes cut out (see [`crate::decode`]), and parsed
+//! metadata sits beside it.
 
 use std::sync::Arc;
 
