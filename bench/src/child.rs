@@ -98,6 +98,7 @@ fn report(run: &Running, base: (u64, i64), reached: bool, notes: Vec<String>) ->
         reload: None,
         api,
         fresh: None,
+        packing: None,
     }
 }
 
@@ -203,7 +204,19 @@ pub fn main(spec_json: &str) -> Result<()> {
         };
         // Let transient list buffers be freed before memory is read.
         tokio::time::sleep(Duration::from_millis(300)).await;
+        // Our cache is packed in the background once synced: memory is read
+        // after that, and the heap at sync is kept beside it.
+        let packing = match &run {
+            Running::Ours(s) => {
+                let at_sync = alloc::live_bytes();
+                let mut p = s.wait_packed(Duration::from_secs(120)).await;
+                p.heap_at_sync_bytes = at_sync;
+                Some(p)
+            }
+            _ => None,
+        };
         let mut r = report(&run, base, true, notes);
+        r.packing = packing;
         r.sync_ms = sync_ms;
         r.facts = Some(facts);
         r.fresh = fresh;

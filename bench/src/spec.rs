@@ -329,6 +329,26 @@ pub struct ChildReport {
     /// A controller side with [`SideSpec::fresh`]: how the fresh change fared.
     #[serde(default)]
     pub fresh: Option<FreshTiming>,
+    /// Ours, sync report only: the cache as synced, before the compactor
+    /// packed it (live heap bytes), and how long packing took after sync.
+    #[serde(default)]
+    pub packing: Option<PackingReport>,
+}
+
+/// How our cache was packed after sync (see `kube_informer::pack`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PackingReport {
+    /// Live heap bytes at sync, before waiting for the compactor.
+    pub heap_at_sync_bytes: i64,
+    /// Milliseconds from sync until the compactor had packed the cache.
+    pub packed_ms: f64,
+    /// Objects packed, and the cached bodies' bytes against their text's.
+    pub packed_objects: u64,
+    pub body_bytes: u64,
+    pub text_bytes: u64,
+    /// Mean nanoseconds to read one cached object's JSON (`Object::json`),
+    /// over the whole cache once packed.
+    pub read_ns: f64,
 }
 
 /// The API requests of one of our WebAssembly handlers, as its runtime

@@ -359,12 +359,16 @@ impl RawLimits {
 pub struct TransformSettings {
     /// Drop `metadata.managedFields` (default true).
     pub strip_managed_fields: bool,
+    /// Pack the cached JSON in the background with a per-resource zstd
+    /// dictionary (default true).
+    pub pack: bool,
 }
 
 impl Default for TransformSettings {
     fn default() -> Self {
         Self {
             strip_managed_fields: true,
+            pack: true,
         }
     }
 }
@@ -374,6 +378,7 @@ impl TransformSettings {
     pub fn to_transform(&self) -> kube_informer::object::Transform {
         kube_informer::object::Transform {
             strip_managed_fields: self.strip_managed_fields,
+            pack: self.pack,
         }
     }
 }
@@ -491,6 +496,7 @@ impl Default for HostSettings {
 #[serde(deny_unknown_fields)]
 struct RawTransform {
     strip_managed_fields: Option<bool>,
+    pack: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -624,6 +630,7 @@ impl HostSettings {
         }
         if let Some(t) = raw.transform {
             out.transform.strip_managed_fields = t.strip_managed_fields.unwrap_or(true);
+            out.transform.pack = t.pack.unwrap_or(true);
         }
         for (resource, indexes) in raw.indexers.unwrap_or_default() {
             check_resource_id(resource.get_ref()).map_err(|e| {
@@ -1742,6 +1749,18 @@ mod tests {
         let e = PluginManifest::parse(&path, &format!("{head}quarantine_seconds = 0\n"), &host)
             .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("quarantine_seconds"), "{e}");
+    }
+
+    #[test]
+    fn transform_pack_defaults_to_on_and_can_be_turned_off() {
+        let p = Path::new("/x/host.toml");
+        let on = HostSettings::parse(p, "").unwrap();
+        assert!(on.transform.pack && on.transform.to_transform().pack);
+        let off = HostSettings::parse(p, "[transform]\npack = false\n").unwrap();
+        assert!(!off.transform.pack && !off.transform.to_transform().pack);
+        assert!(off.transform.strip_managed_fields);
+        let e = HostSettings::parse(p, "[transform]\npack = \"yes\"\n").unwrap_err();
+        assert!(e.to_string().contains("pack"), "{e}");
     }
 
     #[test]

@@ -1138,6 +1138,9 @@ impl Host {
                     bytes_received: s.reflector.bytes_received,
                     events_received: s.reflector.events,
                     shard: s.shard.as_ref().map(crate::report::SourceShardReport::of),
+                    packed_objects: s.pack.packed_objects,
+                    body_bytes: s.pack.body_bytes,
+                    text_bytes: s.pack.text_bytes,
                 },
             );
         }

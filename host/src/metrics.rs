@@ -404,6 +404,27 @@ impl Collector for ReportCollector {
         )?;
         family(
             &mut enc,
+            "wasm_informer_informer_packed_objects",
+            "Cached objects whose JSON the background compactor packed.",
+            MetricType::Gauge,
+            &per_informer(&|i| i.packed_objects as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_body_bytes",
+            "Bytes the cached JSON bodies hold, packed or text.",
+            MetricType::Gauge,
+            &per_informer(&|i| i.body_bytes as f64),
+        )?;
+        family(
+            &mut enc,
+            "wasm_informer_informer_text_bytes",
+            "Bytes the cached JSON bodies would hold as text.",
+            MetricType::Gauge,
+            &per_informer(&|i| i.text_bytes as f64),
+        )?;
+        family(
+            &mut enc,
             "wasm_informer_informer_synced",
             "1 once the informer's first list has been processed.",
             MetricType::Gauge,

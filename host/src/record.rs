@@ -142,7 +142,7 @@ impl Handler for Tap {
             "{{\"t\":{},\"r\":{},\"e\":\"{e}\",\"o\":{}}}\n",
             self.started.elapsed().as_millis(),
             Value::String(self.resource.to_string()),
-            n.object.json
+            n.object.json()
         );
         // The writer is gone only when the recording was stopped.
         let _ = self.tx.send(line);

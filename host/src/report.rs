@@ -224,6 +224,15 @@ pub struct InformerReport {
     /// Extra: when sharded at the source, its ranges and who filters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<SourceShardReport>,
+    /// Extra: cached objects whose JSON the background compactor packed.
+    #[serde(default)]
+    pub packed_objects: u64,
+    /// Extra: bytes the cached JSON bodies hold (packed or text).
+    #[serde(default)]
+    pub body_bytes: u64,
+    /// Extra: bytes the same bodies would hold as text.
+    #[serde(default)]
+    pub text_bytes: u64,
 }
 
 /// One informer's cache in a sharded replica.

@@ -94,7 +94,7 @@ async fn prewarm_indexers_and_transform_from_host_toml() {
 
     // strip_managed_fields = false keeps managedFields in the cached JSON.
     let any = cache.list("v1/pods", None, None).unwrap();
-    assert!(any[0].json.contains("managedFields"));
+    assert!(any[0].json().contains("managedFields"));
 
     let report = host.shutdown().await;
     assert_eq!(report.informers["v1/pods"].objects, 80);
@@ -102,5 +102,84 @@ async fn prewarm_indexers_and_transform_from_host_toml() {
         host.registry().informer("v1/pods").is_none(),
         "shutdown stops pre-warmed informers"
     );
+    sim.shutdown().await;
+}
+
+/// With `[transform] pack` (the default), the compactor packs the whole cache in
+/// the background, and every read still returns the JSON the server holds
+/// (managedFields stripped), with the field indexes answering as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_packed_cache_serves_exactly_what_the_server_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let host_toml = tmp.path().join("host.toml");
+    std::fs::write(
+        &host_toml,
+        "metrics_addr = \"127.0.0.1:0\"\nresources = [\"v1/pods\"]\n[indexers.\"v1/pods\"]\nnode = \"spec.nodeName\"\n[sim]\npods = 200\nnamespaces = 3\nnodes = 5\nchurn_per_second = 0\n",
+    )
+    .unwrap();
+    let config = ConfigDir {
+        dir: tmp.path().to_path_buf(),
+        host: HostSettings::load(&host_toml).unwrap(),
+    };
+    assert!(config.host.transform.pack, "packing is on by default");
+    let sim = EmbeddedSim::start(
+        &config.host.sim,
+        "127.0.0.1:0".parse().unwrap(),
+        &tmp.path().join("kc"),
+    )
+    .await
+    .unwrap();
+    let host = Host::new(config, sim.client().await.unwrap(), HostOptions::default())
+        .await
+        .unwrap();
+    let informer = host.registry().informer("v1/pods").unwrap();
+    assert!(informer.wait_synced(Duration::from_secs(120)).await);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while informer.stats().pack.packed_objects < 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not packed: {:?}",
+            informer.stats().pack
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pack = informer.stats().pack;
+    assert!(pack.body_bytes * 3 < pack.text_bytes, "{pack:?}");
+
+    // The oracle is the simulator's store: each object less managedFields.
+    let cache: &dyn CacheView = host.registry().as_ref();
+    let store = sim.running().unwrap().store();
+    let all = store.list_all(store.rid("v1", "pods"));
+    assert_eq!(all.len(), 200);
+    for o in &all {
+        let mut want = o.value();
+        want["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("managedFields");
+        let cached = cache.get("v1/pods", &o.key()).unwrap().expect("cached");
+        assert!(cached.is_packed(), "{} not packed", o.key());
+        let got: serde_json::Value = serde_json::from_str(&cached.json()).unwrap();
+        assert_eq!(got, want, "{}", o.key());
+    }
+    // A field index computed from the text still answers from the packed cache.
+    let node_of = |v: &serde_json::Value| v["spec"]["nodeName"].as_str().unwrap().to_string();
+    let nodes: BTreeSet<String> = all.iter().map(|o| node_of(&o.value())).collect();
+    for node in &nodes {
+        let want: BTreeSet<String> = all
+            .iter()
+            .filter(|o| node_of(&o.value()) == *node)
+            .map(|o| o.key())
+            .collect();
+        let got: BTreeSet<String> = cache
+            .by_index("v1/pods", "node", node)
+            .unwrap()
+            .iter()
+            .map(|o| o.key())
+            .collect();
+        assert_eq!(got, want, "by-index node={node}");
+    }
+    let report = host.shutdown().await;
+    assert_eq!(report.informers["v1/pods"].packed_objects, 200);
     sim.shutdown().await;
 }

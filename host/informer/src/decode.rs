@@ -121,7 +121,7 @@ pub(crate) fn object(
         }
         None => Box::from(text),
     };
-    Ok(Object { meta, json })
+    Ok(Object::new(meta, json))
 }
 
 /// Reads `metadata`; returns its new text when the transform removed a field.
@@ -352,7 +352,7 @@ mod tests {
     #[test]
     fn an_object_without_managed_fields_is_cached_byte_for_byte() {
         let raw = r#"{"kind":"Pod", "metadata":{"name":"a","namespace":"ns","labels":{"x":"1"}},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
-        assert_eq!(&*parse(raw).unwrap().json, raw);
+        assert_eq!(&*parse(raw).unwrap().json(), raw);
     }
 
     #[test]
@@ -360,7 +360,7 @@ mod tests {
         let raw = r#"{"kind":"Pod","metadata":{"name":"a","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}],"uid":"u"},"spec":{"x":[1,{"y":"]}"}]}}"#;
         let o = parse(raw).unwrap();
         assert_eq!(
-            &*o.json,
+            &*o.json(),
             r#"{"kind":"Pod","metadata":{"name":"a","uid":"u"},"spec":{"x":[1,{"y":"]}"}]}}"#
         );
         assert_eq!(o.meta.uid, "u");
@@ -373,7 +373,7 @@ mod tests {
         assert_eq!(o.meta.name, "ab");
         assert_eq!(o.meta.labels.get("k\"q"), Some("v\\w"));
         assert_eq!(o.meta.annotations.get("n"), Some("line\nbreak"));
-        assert_eq!(&*o.json, raw);
+        assert_eq!(&*o.json(), raw);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use wasm_informer_selector::LabelSelector as Selector;
 
 use crate::cache_view::CacheError;
 use crate::object::ObjectRef;
+use crate::pack::PackStats;
 
 /// Name of the built-in index on `metadata.namespace`.
 pub const NAMESPACE_INDEX: &str = "namespace";
@@ -144,7 +145,7 @@ impl FieldPath {
                 .collect(),
             Self::Json(segs) => {
                 let mut out = Vec::new();
-                json_values(&obj.json, segs, &mut out);
+                json_values(&obj.json(), segs, &mut out);
                 out.sort();
                 out.dedup();
                 out
@@ -204,9 +205,48 @@ struct Store {
     items: HashMap<Arc<str>, Entry>,
     by_namespace: HashMap<String, HashSet<Arc<str>>>,
     custom: Vec<CustomIndex>,
+    /// What the compactor has to pack (see [`crate::pack`]).
+    unpacked: Unpacked,
+    /// Totals over the stored bodies.
+    pack: PackStats,
+}
+
+/// Keys whose stored object is text, for the compactor: kept only once one
+/// runs, and bounded: past the bound the list is dropped and the next take
+/// returns every key.
+#[derive(Default)]
+struct Unpacked {
+    tracked: bool,
+    keys: Vec<Arc<str>>,
+    overflowed: bool,
 }
 
 impl Store {
+    /// Counts `obj` into (`add`) or out of the body totals.
+    fn count(&mut self, obj: &ObjectRef, add: bool) {
+        let sign = |n: usize| if add { n as i64 } else { -(n as i64) };
+        let p = &mut self.pack;
+        p.packed_objects = p
+            .packed_objects
+            .saturating_add_signed(sign(usize::from(obj.is_packed())));
+        p.body_bytes = p.body_bytes.saturating_add_signed(sign(obj.stored_len()));
+        p.text_bytes = p.text_bytes.saturating_add_signed(sign(obj.json_len()));
+    }
+
+    /// Notes a newly stored object for the compactor.
+    fn note_unpacked(&mut self, key: &Arc<str>, obj: &ObjectRef) {
+        let u = &mut self.unpacked;
+        if !u.tracked || obj.is_packed() || u.overflowed {
+            return;
+        }
+        if u.keys.len() > self.items.len() + 1024 {
+            u.keys = Vec::new();
+            u.overflowed = true;
+        } else {
+            u.keys.push(key.clone());
+        }
+    }
+
     fn unindex(&mut self, key: &Arc<str>, e: &Entry) {
         if let Some(ns) = &e.obj.meta.namespace {
             remove_from(&mut self.by_namespace, ns, key);
@@ -325,8 +365,57 @@ impl Indexer {
             s.unindex(key, old);
         }
         s.index(key, &entry);
+        if let Some(old) = &old {
+            s.count(&old.obj, false);
+        }
+        s.count(&entry.obj, true);
+        s.note_unpacked(key, &entry.obj);
         s.items.insert(key.clone(), entry);
         old.map(|e| e.obj)
+    }
+
+    /// Starts listing newly stored text objects for [`Indexer::take_unpacked`]
+    /// (a [`crate::pack::Compactor`] calls it); every object stored so far is
+    /// listed too.
+    pub fn track_unpacked(&self) {
+        let mut s = self.inner.write();
+        s.unpacked.tracked = true;
+        s.unpacked.overflowed = true;
+    }
+
+    /// The keys stored as text since the last call (possibly repeated, or
+    /// since gone), or every key when the list outgrew its bound.
+    pub fn take_unpacked(&self) -> Vec<Arc<str>> {
+        let mut s = self.inner.write();
+        if std::mem::take(&mut s.unpacked.overflowed) {
+            s.unpacked.keys = Vec::new();
+            return s.items.keys().cloned().collect();
+        }
+        std::mem::take(&mut s.unpacked.keys)
+    }
+
+    /// Replaces the object under `key` by `new` only if the cache still holds
+    /// `old` itself (the same `Arc`); `new` must carry the same metadata and
+    /// JSON (a packed copy), so no index changes. Returns whether it did.
+    pub fn replace_same(&self, key: &str, old: &ObjectRef, new: ObjectRef) -> bool {
+        debug_assert!(old.meta == new.meta);
+        let mut s = self.inner.write();
+        let Some(e) = s.items.get_mut(key) else {
+            return false;
+        };
+        if !Arc::ptr_eq(&e.obj, old) {
+            return false;
+        }
+        let prev = std::mem::replace(&mut e.obj, new.clone());
+        s.count(&prev, false);
+        s.count(&new, true);
+        true
+    }
+
+    /// How many stored bodies are packed, and the bytes they hold against
+    /// their text.
+    pub fn pack_stats(&self) -> PackStats {
+        self.inner.read().pack.clone()
     }
 
     /// Removes `key`; returns the object it held.
@@ -334,6 +423,7 @@ impl Indexer {
         let mut s = self.inner.write();
         let (k, e) = s.items.remove_entry(key)?;
         s.unindex(&k, &e);
+        s.count(&e.obj, false);
         Some(e.obj)
     }
 
@@ -554,7 +644,7 @@ mod tests {
         put(&ix, pod("a", "p1", "n1", "web", "o"));
         let before = ix.index_entry_count();
         let old = ix.upsert(&Arc::from("a/p1"), pod("a", "p1", "n2", "web", "o"));
-        assert!(old.unwrap().json.contains("\"n1\""));
+        assert!(old.unwrap().json().contains("\"n1\""));
         assert!(ix.by_index("node", "n1").unwrap().is_empty());
         assert_eq!(names(ix.by_index("node", "n2").unwrap()), vec!["a/p1"]);
         assert_eq!(ix.index_entry_count(), before);

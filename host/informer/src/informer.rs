@@ -26,13 +26,16 @@ use tokio::time::Instant;
 use crate::delta_fifo::{DeltaFifo, FifoCounts};
 use crate::handler::{Handler, HandlerOptions, HandlerOptionsError};
 use crate::indexer::{IndexError, IndexSpec, Indexer};
-use crate::object::Transform;
+use crate::pack::{Compactor, PackStats};
 use crate::processor::{Processor, ProcessorStatsSnapshot};
 use crate::reflector::{
     Reflector, ReflectorConfig, ReflectorStats, ReflectorStatsSnapshot, StreamingList,
 };
 use crate::registration::Registration;
 use crate::resource::{ResourceError, ResourceId, ResourceSpec};
+
+/// How often the compactor looks for objects to pack once it has caught up.
+const PACK_POLL: Duration = Duration::from_millis(200);
 
 /// Settings of one informer.
 #[derive(Debug, Clone)]
@@ -96,6 +99,8 @@ pub struct InformerStatsSnapshot {
     pub processor: ProcessorStatsSnapshot,
     /// Keys waiting in the DeltaFIFO.
     pub fifo_queued_keys: u64,
+    /// How much of the cache is packed, and its bytes against the text's.
+    pub pack: PackStats,
     /// When sharded at the source: the ranges asked for and covered, and
     /// whether the server or this replica filters.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -165,9 +170,14 @@ impl InformerBuilder {
     /// Keeps `metadata.managedFields` in the cache (stripped by default: it is
     /// often half of an object and almost no handler reads it).
     pub fn keep_managed_fields(mut self) -> Self {
-        self.config.reflector.transform = Transform {
-            strip_managed_fields: false,
-        };
+        self.config.reflector.transform.strip_managed_fields = false;
+        self
+    }
+
+    /// Keeps the cached JSON as text: no background packing (see
+    /// [`crate::pack`]), no unpacking on reads.
+    pub fn no_packing(mut self) -> Self {
+        self.config.reflector.transform.pack = false;
         self
     }
 
@@ -204,6 +214,8 @@ pub struct SharedInformer {
     reflector_stats: Arc<ReflectorStats>,
     shard: Option<Arc<crate::shard::SourceShard>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The background packer of the cache, when packing is on.
+    compactor: Mutex<Option<Compactor>>,
 }
 
 impl std::fmt::Debug for SharedInformer {
@@ -262,8 +274,14 @@ impl SharedInformer {
                 config.resync_check,
             )),
         ];
+        let compactor = config
+            .reflector
+            .transform
+            .pack
+            .then(|| Compactor::start(&indexer, &resource, PACK_POLL));
         Ok(Arc::new(Self {
             spec,
+            compactor: Mutex::new(compactor),
             indexer,
             fifo,
             processor,
@@ -346,6 +364,7 @@ impl SharedInformer {
             reflector: r,
             processor: self.processor.stats(),
             fifo_queued_keys: queued_keys as u64,
+            pack: self.indexer.pack_stats(),
             shard: self.shard.as_ref().map(|s| s.status()),
         }
     }
@@ -354,6 +373,9 @@ impl SharedInformer {
     pub fn stop(&self) {
         for t in self.tasks.lock().drain(..) {
             t.abort();
+        }
+        if let Some(mut c) = self.compactor.lock().take() {
+            c.stop();
         }
         self.fifo.close();
     }

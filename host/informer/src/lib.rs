@@ -145,6 +145,7 @@ pub mod resource;
 pub mod suggest;
 pub mod str_map;
 pub mod object;
+pub mod pack;
 pub mod decode;
 pub mod notification;
 

@@ -1014,14 +1014,14 @@ fn tombstone(key: &str) -> ObjectRef {
         meta.insert("namespace".into(), ns.clone().into());
     }
     let json = serde_json::json!({ "metadata": meta }).to_string();
-    Arc::new(Object {
-        meta: ObjectMeta {
+    Arc::new(Object::new(
+        ObjectMeta {
             namespace,
             name,
             ..ObjectMeta::default()
         },
-        json: json.into_boxed_str(),
-    })
+        json.into_boxed_str(),
+    ))
 }
 
 /// The listener's task: feeds notifications to the handler in order (in

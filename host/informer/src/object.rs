@@ -6,8 +6,10 @@
 //! only what the transform removes cut out (see [`crate::decode`]), and parsed
 //! metadata sits beside it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::pack::Body;
 use crate::str_map::StrMap;
 
 /// A shared, immutable cached object.
@@ -19,12 +21,18 @@ pub struct Transform {
     /// Drop `metadata.managedFields` (server-side apply bookkeeping, often half the
     /// object). On by default, as in client-go's recommended transform.
     pub strip_managed_fields: bool,
+    /// Pack the cached JSON in the background, with a zstd dictionary trained
+    /// on the resource's own objects (see [`crate::pack`]). On by default: it
+    /// cuts the cache several times, costs idle CPU only, and about 3 µs per
+    /// read of a packed object's JSON.
+    pub pack: bool,
 }
 
 impl Default for Transform {
     fn default() -> Self {
         Self {
             strip_managed_fields: true,
+            pack: true,
         }
     }
 }
@@ -81,12 +89,21 @@ impl ControllerRef {
 }
 
 /// One cached object.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Object {
     /// The parsed part of `metadata`.
     pub meta: ObjectMeta,
-    /// Compact JSON of the whole object after the transform.
-    pub json: Box<str>,
+    /// The JSON of the whole object after the transform, as text or packed
+    /// against its resource's dictionary (see [`crate::pack`]).
+    body: Body,
+}
+
+impl PartialEq for Object {
+    /// Objects are equal when their metadata and their JSON text are, however
+    /// each body is stored.
+    fn eq(&self, other: &Self) -> bool {
+        self.meta == other.meta && self.json() == other.json()
+    }
 }
 
 /// Why bytes could not become an [`Object`].
@@ -109,7 +126,7 @@ impl Object {
     /// let raw = br#"{"kind":"Pod","metadata":{"name":"a","namespace":"ns","managedFields":[{}]}}"#;
     /// let obj = Object::from_json(raw, &Transform::default()).unwrap();
     /// assert_eq!(obj.key(), "ns/a");
-    /// assert!(!obj.json.contains("managedFields"));
+    /// assert!(!obj.json().contains("managedFields"));
     /// ```
     pub fn from_json(raw: &[u8], transform: &Transform) -> Result<Object, ObjectError> {
         let text = std::str::from_utf8(raw).map_err(|e| ObjectError::Json(e.to_string()))?;
@@ -130,6 +147,49 @@ impl Object {
         crate::decode::object(text, transform, crate::decode::Checked::Yes)
     }
 
+    /// An object from metadata already parsed and the JSON it came from.
+    pub fn new(meta: ObjectMeta, json: Box<str>) -> Object {
+        Object {
+            meta,
+            body: Body::Text(json),
+        }
+    }
+
+    /// The object's JSON after the transform, exactly as it would be without
+    /// packing: borrowed when the body is text, unpacked (one copy) when it
+    /// is packed.
+    ///
+    /// ```
+    /// use kube_informer::object::{Object, Transform};
+    /// let raw = br#"{"metadata":{"name":"a"},"spec":{"x":1}}"#;
+    /// let obj = Object::from_json(raw, &Transform::default()).unwrap();
+    /// assert_eq!(obj.json(), r#"{"metadata":{"name":"a"},"spec":{"x":1}}"#);
+    /// ```
+    pub fn json(&self) -> Cow<'_, str> {
+        self.body.text()
+    }
+
+    /// The length of [`Object::json`] in bytes, without unpacking it.
+    pub fn json_len(&self) -> usize {
+        self.body.text_len()
+    }
+
+    /// Bytes the body keeps on the heap: the text's length, or the packed
+    /// length when it is packed.
+    pub fn stored_len(&self) -> usize {
+        self.body.stored_len()
+    }
+
+    /// Whether the body is packed against a dictionary.
+    pub fn is_packed(&self) -> bool {
+        matches!(self.body, Body::Packed(_))
+    }
+
+    /// An object with a body already made (a packed copy, see [`crate::pack`]).
+    pub(crate) fn with_body(meta: ObjectMeta, body: Body) -> Object {
+        Object { meta, body }
+    }
+
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
     pub fn key(&self) -> String {
         object_key(self.meta.namespace.as_deref(), &self.meta.name)
@@ -147,7 +207,7 @@ impl Object {
     /// assert_eq!(pod.spec.unwrap().node_name.as_deref(), Some("n1"));
     /// ```
     pub fn parse<K: serde::de::DeserializeOwned>(&self) -> Result<K, serde_json::Error> {
-        serde_json::from_str(&self.json)
+        serde_json::from_str(&self.json())
     }
 }
 
@@ -173,8 +233,8 @@ mod tests {
         assert_eq!(o.meta.generation, Some(2));
         assert_eq!(o.meta.labels.get("app"), Some("web"));
         assert_eq!(o.meta.owner_uids, vec!["o1".to_string()]);
-        assert!(!o.json.contains("managedFields"));
-        let v: serde_json::Value = serde_json::from_str(&o.json).unwrap();
+        assert!(!o.json().contains("managedFields"));
+        let v: serde_json::Value = serde_json::from_str(&o.json()).unwrap();
         assert_eq!(v["spec"]["nodeName"], "n1");
         assert_eq!(v["metadata"]["labels"]["app"], "web");
     }
@@ -186,11 +246,12 @@ mod tests {
             raw,
             &Transform {
                 strip_managed_fields: false,
+                ..Transform::default()
             },
         )
         .unwrap();
         assert_eq!(o.key(), "c");
-        assert!(o.json.contains("managedFields"));
+        assert!(o.json().contains("managedFields"));
     }
 
     #[test]

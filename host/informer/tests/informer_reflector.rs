@@ -426,7 +426,7 @@ async fn fallback_case(mode: NoStreaming) {
         .indexer()
         .get("ns/a")
         .unwrap()
-        .json
+        .json()
         .contains("managedFields"));
     eventually("watch after the paged list", 30, || {
         log.lock().len() > attempts + 1
@@ -479,7 +479,7 @@ async fn reflector_transform_strips_managed_fields_by_default() {
         .indexer()
         .snapshot()
         .iter()
-        .all(|o| !o.json.contains("managedFields")));
+        .all(|o| !o.json().contains("managedFields")));
     let mut keep = paged(15);
     keep.transform.strip_managed_fields = false;
     let inf2 = pods_informer(&sim, keep).await;
@@ -488,7 +488,7 @@ async fn reflector_transform_strips_managed_fields_by_default() {
         .indexer()
         .snapshot()
         .iter()
-        .all(|o| o.json.contains("managedFields")));
+        .all(|o| o.json().contains("managedFields")));
 }
 
 /// Item "a resourceVersion that goes backwards": the API server is replaced,

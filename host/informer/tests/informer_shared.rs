@@ -109,14 +109,14 @@ async fn registry_shares_one_informer_and_stops_it_after_the_last_listener() {
         .unwrap();
     let all = reg.list("v1/pods", None, None).unwrap();
     let node = {
-        let v: serde_json::Value = serde_json::from_str(&all[0].json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&all[0].json()).unwrap();
         v["spec"]["nodeName"].as_str().unwrap().to_string()
     };
     let by_node = reg.by_index("v1/pods", "node", &node).unwrap();
     let expect = all
         .iter()
         .filter(|o| {
-            serde_json::from_str::<serde_json::Value>(&o.json).unwrap()["spec"]["nodeName"]
+            serde_json::from_str::<serde_json::Value>(&o.json()).unwrap()["spec"]["nodeName"]
                 == node.as_str()
         })
         .count();

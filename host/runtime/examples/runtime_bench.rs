@@ -128,7 +128,7 @@ fn main() {
     let obj = pod_3kb();
     println!(
         "event object: {} bytes of JSON, fuel + epoch deadline on",
-        obj.json.len()
+        obj.json_len()
     );
     let n = Notification {
         kind: EventKind::Updated,

@@ -213,7 +213,8 @@ impl PluginInstance {
         arm(&mut self.store, self.fuel, self.deadline_ticks);
         let r = match &self.exports {
             Exports::HandlerV01 { on_event } => {
-                let event = borrowed::event(n);
+                let texts = borrowed::Texts::of(n);
+                let event = borrowed::event(n, &texts);
                 // SAFETY: `on_event` was type-checked in `start` against
                 // `(borrowed::Event<'static>,) -> (result<_, string>,)`; the
                 // type here differs only in its lifetime, which does not

@@ -165,7 +165,7 @@ fn runtime_cost_per_guest_language() {
     for p in &pods {
         cache.insert("v1/pods", p.clone());
     }
-    println!("event object: {} bytes of JSON", pods[0].json.len());
+    println!("event object: {} bytes of JSON", pods[0].json_len());
     println!("| plugin | language | .wasm | first compile | cached load | instantiate+init | first event | per event | fuel first/last |");
     println!("|---|---|---|---|---|---|---|---|---|");
     measure("noop", "Rust (no-op)", json!({}), &cache, &pods);
@@ -335,7 +335,7 @@ fn noop_per_event_cost_v02_against_v01() {
         "{} rounds of {} events each; object {} bytes of JSON; µs per event: median (min–max of the rounds)",
         ROUNDS,
         PER_ROUND,
-        pods[0].json.len()
+        pods[0].json_len()
     );
     println!("| language | plugin | WIT | updated (with old) | synced | fuel updated / synced |");
     println!("|---|---|---|---|---|---|");

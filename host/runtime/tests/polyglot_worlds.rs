@@ -147,7 +147,7 @@ async fn v01_js_and_python_plugins_run_unchanged_beside_v02_ones() {
                     json!([["app", "web"], ["tier", "front"]]),
                     "{wasm}"
                 );
-                assert_eq!(m["json_bytes"], new.json.len(), "{wasm}");
+                assert_eq!(m["json_bytes"], new.json_len(), "{wasm}");
                 match old {
                     Some(_) => assert_eq!(s["old"]["resource_version"], "7", "{wasm}"),
                     None => assert!(s["old"].is_null(), "{wasm}: {s}"),
@@ -168,7 +168,7 @@ async fn v01_js_and_python_plugins_run_unchanged_beside_v02_ones() {
                 );
                 assert_eq!(
                     o["body"],
-                    serde_json::from_str::<Value>(&new.json).unwrap(),
+                    serde_json::from_str::<Value>(&new.json()).unwrap(),
                     "{wasm}"
                 );
                 match old {

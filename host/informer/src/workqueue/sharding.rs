@@ -53,14 +53,14 @@ pub fn by_name(key: &str) -> Object {
         Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
         None => (None, key.to_string()),
     };
-    Object {
-        meta: ObjectMeta {
+    Object::new(
+        ObjectMeta {
             namespace,
             name,
             ..ObjectMeta::default()
         },
-        json: "{}".into(),
-    }
+        "{}".into(),
+    )
 }
 
 /// How a listener's object names the primary key it is routed by.

@@ -54,7 +54,7 @@ pub fn object_view(o: &Object) -> wit::ObjectView {
             deletion_timestamp: m.deletion_timestamp.clone(),
             owner_uids: m.owner_uids.clone(),
         },
-        json: o.json.to_string(),
+        json: o.json().into_owned(),
     }
 }
 
@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(e.object.meta.labels[0].key, "a");
         assert_eq!(e.object.meta.annotations[0].value, "y");
         assert_eq!(e.object.meta.owner_uids, vec!["o".to_string()]);
-        assert_eq!(e.object.json, &*o.json);
+        assert_eq!(e.object.json, &*o.json());
         assert!(e.old_object.is_some());
         assert!(e.is_in_initial_list);
         assert!(!e.final_state_unknown);
@@ -128,6 +128,8 @@ mod tests {
 /// string. They have exactly the WIT types of [`wit::Event`] and its parts
 /// (checked once per instance by [`wasmtime::component::Func::typed`]).
 pub mod borrowed {
+    use std::borrow::Cow;
+
     use wasmtime::component::{ComponentType, Lower};
 
     use super::wit;
@@ -192,8 +194,25 @@ pub mod borrowed {
             .collect()
     }
 
-    /// Borrows one cached object.
-    pub fn object_view(o: &Object) -> ObjectView<'_> {
+    /// The JSON of a notification's objects, unpacked where the cache had
+    /// packed them, for [`event`] to borrow.
+    pub struct Texts<'a> {
+        object: Cow<'a, str>,
+        old: Option<Cow<'a, str>>,
+    }
+
+    impl<'a> Texts<'a> {
+        /// The texts of `n`'s objects.
+        pub fn of(n: &'a Notification) -> Texts<'a> {
+            Texts {
+                object: n.object.json(),
+                old: n.old.as_deref().map(Object::json),
+            }
+        }
+    }
+
+    /// Borrows one cached object, with its JSON `json`.
+    pub fn object_view<'a>(o: &'a Object, json: &'a str) -> ObjectView<'a> {
         let m = &o.meta;
         ObjectView {
             meta: ObjectMeta {
@@ -208,18 +227,22 @@ pub mod borrowed {
                 deletion_timestamp: m.deletion_timestamp.as_deref(),
                 owner_uids: &m.owner_uids,
             },
-            json: &o.json,
+            json,
         }
     }
 
     /// Borrows one notification.
-    pub fn event(n: &Notification) -> Event<'_> {
+    pub fn event<'a>(n: &'a Notification, texts: &'a Texts<'a>) -> Event<'a> {
         Event {
             kind: super::event_kind(n.kind),
             resource: &n.resource,
             key: &n.key,
-            object: object_view(&n.object),
-            old_object: n.old.as_deref().map(object_view),
+            object: object_view(&n.object, &texts.object),
+            old_object: n
+                .old
+                .as_deref()
+                .zip(texts.old.as_deref())
+                .map(|(o, json)| object_view(o, json)),
             is_in_initial_list: n.in_initial_list,
             final_state_unknown: n.final_state_unknown,
         }

@@ -85,7 +85,7 @@ fn type_meta(o: &Object) -> (String, String) {
         api_version: String,
         kind: String,
     }
-    let t: TypeMeta = serde_json::from_str(&o.json).unwrap_or_default();
+    let t: TypeMeta = serde_json::from_str(&o.json()).unwrap_or_default();
     (t.api_version, t.kind)
 }
 
@@ -118,7 +118,7 @@ fn meta_lists(o: &Object) -> (Vec<String>, Vec<types::OwnerReference>) {
     struct Obj {
         metadata: Meta,
     }
-    let m = serde_json::from_str::<Obj>(&o.json)
+    let m = serde_json::from_str::<Obj>(&o.json())
         .unwrap_or_default()
         .metadata;
     let owners = m
@@ -214,7 +214,7 @@ impl objects::Host for ObjectTable {
     }
 
     fn json(&mut self, r: u32) -> R<String> {
-        Ok(self.resolve(r)?.object.json.to_string())
+        Ok(self.resolve(r)?.object.json().into_owned())
     }
 }
 

@@ -799,7 +799,7 @@ fn complete(change: ChangeType, mut o: FixtureObject, cached: Option<&ObjectRef>
         .as_object()
         .is_some_and(|m| m.keys().all(|k| matches!(k.as_str(), "name" | "namespace")));
     if change == ChangeType::Deleted && only_identity {
-        if let Ok(v) = serde_json::from_str(&cached.json) {
+        if let Ok(v) = serde_json::from_str(&cached.json()) {
             o.value = v;
         }
         return o;

@@ -324,6 +324,7 @@ impl KubeView<'_> {
         }
         let keep = Transform {
             strip_managed_fields: false,
+            ..Transform::default()
         };
         let object = Object::from_json(body.as_bytes(), &keep).map_err(|e| {
             WitError::Unavailable(format!("the API server answered with no object: {e}"))
