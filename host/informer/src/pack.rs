@@ -243,8 +243,8 @@ pub struct Compactor {
 
 impl Compactor {
     /// Starts packing `indexer`'s objects, polling for new ones every `every`.
-    /// The thread ends when [`Compactor::stop`] is called or the Indexer is
-    /// dropped.
+    /// The thread ends when [`Compactor::stop`] is called (or the compactor
+    /// dropped) or the Indexer is gone.
     pub fn start(indexer: &Arc<Indexer>, resource: &str, every: Duration) -> Compactor {
         indexer.track_unpacked();
         let stop = Arc::new(AtomicBool::new(false));
@@ -260,18 +260,19 @@ impl Compactor {
         Compactor { stop, thread }
     }
 
-    /// Stops the thread and waits for it.
+    /// Tells the thread to stop and wakes it; it ends within one batch
+    /// (it is not waited for: an informer stops from async code).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            t.thread().unpark();
         }
     }
 }
 
 impl Drop for Compactor {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop();
     }
 }
 
@@ -292,7 +293,7 @@ fn run(indexer: Weak<Indexer>, stop: Arc<AtomicBool>, every: Duration) {
                 }
             }
             drop(ix);
-            std::thread::sleep(every);
+            std::thread::park_timeout(every);
             continue;
         }
         if packer.ready() {
