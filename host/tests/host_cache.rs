@@ -66,20 +66,7 @@ async fn prewarm_indexers_and_transform_from_host_toml() {
     };
     let nodes: BTreeSet<String> = all.iter().map(|o| node_of(&o.value())).collect();
     assert!(nodes.len() > 1);
-    for node in &nodes {
-        let want: BTreeSet<String> = all
-            .iter()
-            .filter(|o| node_of(&o.value()) == *node)
-            .map(|o| o.key())
-            .collect();
-        let got: BTreeSet<String> = cache
-            .by_index("v1/pods", "node", node)
-            .unwrap()
-            .iter()
-            .map(|o| o.key())
-            .collect();
-        assert_eq!(got, want, "by-index node={node}");
-    }
+    by_node_agrees(cache, &all, &nodes, &node_of);
     let web = cache.by_index("v1/pods", "app", "web").unwrap();
     assert!(web.iter().all(|o| o.meta.labels.get("app") == Some("web")));
     assert_eq!(
@@ -165,7 +152,21 @@ async fn a_packed_cache_serves_exactly_what_the_server_holds() {
     // A field index computed from the text still answers from the packed cache.
     let node_of = |v: &serde_json::Value| v["spec"]["nodeName"].as_str().unwrap().to_string();
     let nodes: BTreeSet<String> = all.iter().map(|o| node_of(&o.value())).collect();
-    for node in &nodes {
+    by_node_agrees(cache, &all, &nodes, &node_of);
+    let report = host.shutdown().await;
+    assert_eq!(report.informers["v1/pods"].packed_objects, 200);
+    sim.shutdown().await;
+}
+
+/// `by-index node=N` answers, for every node, exactly the keys of the pods the
+/// simulator holds on it.
+fn by_node_agrees(
+    cache: &dyn CacheView,
+    all: &[apisim::ObjectRef],
+    nodes: &BTreeSet<String>,
+    node_of: &dyn Fn(&serde_json::Value) -> String,
+) {
+    for node in nodes {
         let want: BTreeSet<String> = all
             .iter()
             .filter(|o| node_of(&o.value()) == *node)
@@ -179,7 +180,4 @@ async fn a_packed_cache_serves_exactly_what_the_server_holds() {
             .collect();
         assert_eq!(got, want, "by-index node={node}");
     }
-    let report = host.shutdown().await;
-    assert_eq!(report.informers["v1/pods"].packed_objects, 200);
-    sim.shutdown().await;
 }
