@@ -173,6 +173,8 @@ async fn fresh_change(
 /// Runs the child: `spec_json` is a [`SideSpec`].
 pub fn main(spec_json: &str) -> Result<()> {
     let spec: SideSpec = serde_json::from_str(spec_json).context("child: bad side spec")?;
+    // The host's memory policy (no transparent huge pages), on both sides.
+    wasm_informer::memory::apply(false).context("child: cannot turn transparent huge pages off")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -197,24 +199,24 @@ pub fn main(spec_json: &str) -> Result<()> {
             }
         };
         let sync_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let (synced_at, heap_at_sync) = (Instant::now(), alloc::live_bytes());
         let facts = run.facts();
         let fresh = match &spec.fresh {
             Some(f) => Some(fresh_change(&run, &spec, f, writer).await?),
             None => None,
         };
-        // Let transient list buffers be freed before memory is read.
-        tokio::time::sleep(Duration::from_millis(300)).await;
         // Our cache is packed in the background once synced: memory is read
         // after that, and the heap at sync is kept beside it.
         let packing = match &run {
             Running::Ours(s) => {
-                let at_sync = alloc::live_bytes();
-                let mut p = s.wait_packed(Duration::from_secs(120)).await;
-                p.heap_at_sync_bytes = at_sync;
+                let mut p = s.wait_packed(synced_at, Duration::from_secs(120)).await;
+                p.heap_at_sync_bytes = heap_at_sync;
                 Some(p)
             }
             _ => None,
         };
+        // Let transient list buffers be freed before memory is read.
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let mut r = report(&run, base, true, notes);
         r.packing = packing;
         r.sync_ms = sync_ms;

@@ -580,7 +580,11 @@ impl OursSide {
 
     /// Waits until the compactor has packed the cache (every object, or no
     /// progress for a second), at most `timeout`.
-    pub async fn wait_packed(&self, timeout: Duration) -> crate::spec::PackingReport {
+    pub async fn wait_packed(
+        &self,
+        synced_at: std::time::Instant,
+        timeout: Duration,
+    ) -> crate::spec::PackingReport {
         let t0 = std::time::Instant::now();
         let ix = self.informer.indexer();
         let mut last = (ix.pack_stats().packed_objects, t0);
@@ -591,7 +595,13 @@ impl OursSide {
                 last = (s.packed_objects, std::time::Instant::now());
             }
             if done || last.1.elapsed() > Duration::from_secs(1) || t0.elapsed() > timeout {
-                let packed_ms = t0.elapsed().as_secs_f64() * 1000.0;
+                // Done: now (within one 20 ms poll); stalled: the last progress.
+                let until = if done {
+                    std::time::Instant::now()
+                } else {
+                    last.1
+                };
+                let packed_ms = until.duration_since(synced_at).as_secs_f64() * 1000.0;
                 let all = ix.snapshot();
                 let t = std::time::Instant::now();
                 let bytes: usize = all.iter().map(|o| o.json().len()).sum();

@@ -466,6 +466,9 @@ pub struct HostSettings {
     pub indexers: BTreeMap<String, Vec<IndexerSetting>>,
     /// How long shutdown waits for each plugin to finish its current event.
     pub shutdown_grace_ms: u64,
+    /// Whether the process may use transparent huge pages (off by default:
+    /// see [`crate::memory`]).
+    pub huge_pages: bool,
     /// Embedded simulator settings.
     pub sim: SimSettings,
     /// How replicas share the work (`[cluster]`).
@@ -485,6 +488,7 @@ impl Default for HostSettings {
             transform: TransformSettings::default(),
             indexers: BTreeMap::new(),
             shutdown_grace_ms: 10_000,
+            huge_pages: false,
             sim: SimSettings::default(),
             cluster: ClusterSettings::default(),
             identity: IdentitySettings::default(),
@@ -524,6 +528,7 @@ struct RawHost {
     resources: Option<Vec<Spanned<String>>>,
     cache_dir: Option<String>,
     shutdown_grace_ms: Option<u64>,
+    huge_pages: Option<bool>,
     defaults: Option<RawLimits>,
     transform: Option<RawTransform>,
     indexers: Option<RawIndexers>,
@@ -625,6 +630,7 @@ impl HostSettings {
         if let Some(ms) = raw.shutdown_grace_ms {
             out.shutdown_grace_ms = ms;
         }
+        out.huge_pages = raw.huge_pages.unwrap_or(false);
         if let Some(d) = raw.defaults {
             out.defaults = d.apply(&src, "defaults.", &Limits::default())?;
         }
@@ -1761,6 +1767,19 @@ mod tests {
         assert!(off.transform.strip_managed_fields);
         let e = HostSettings::parse(p, "[transform]\npack = \"yes\"\n").unwrap_err();
         assert!(e.to_string().contains("pack"), "{e}");
+    }
+
+    #[test]
+    fn huge_pages_default_to_off_and_can_be_turned_on() {
+        let p = Path::new("/x/host.toml");
+        assert!(!HostSettings::parse(p, "").unwrap().huge_pages);
+        assert!(
+            HostSettings::parse(p, "huge_pages = true\n")
+                .unwrap()
+                .huge_pages
+        );
+        let e = HostSettings::parse(p, "huge_pages = 1\n").unwrap_err();
+        assert!(e.to_string().contains("huge_pages"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 // What the operator writes: the config directory.
 pub mod config;
+pub mod memory;
 
 // Supervision: plugins to listeners, switch-over, reload, shutdown.
 pub mod host;

@@ -142,6 +142,9 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(addr) = args.metrics_addr {
         config.host.metrics_addr = addr;
     }
+    if let Err(e) = wasm_informer::memory::apply(config.host.huge_pages) {
+        tracing::warn!(huge_pages = config.host.huge_pages, error = %e, "cannot set the process's transparent huge page policy; the kernel's default applies");
+    }
     let identity = resolve_identity(args.identity.as_deref());
     let mut sim = None;
     let client = if args.sim {

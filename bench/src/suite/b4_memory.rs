@@ -140,7 +140,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         s.of(a).iter().filter_map(|x| x.2.as_ref()).map(f).collect()
     };
     let mut at_sync = row(
-        "ours 300 ms after sync, before waiting for the background packing; peer caches metadata + RawValue",
+        "ours at sync, before the background packing (the list's buffers not yet freed); peer caches metadata + RawValue",
         "ours",
         "peer-raw",
         None,
@@ -150,10 +150,10 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     at_sync.peer = show(&kh, bytes);
     at_sync.ratio =
         Spread::ratio(&oh, &kh).map_or_else(|| "-".into(), |x| format!("{} heap", x.times()));
-    at_sync.note = "Heap only. The other rows read memory once the compactor has packed the cache (kube_informer::pack: a zstd dictionary per resource, an idle-priority thread).".into();
+    at_sync.note = "Heap only; ours read the moment it synced, the peer as in the other rows. The other rows read memory once the compactor has packed the cache (kube_informer::pack: a zstd dictionary per resource, an idle-priority thread).".into();
     let cost = Row {
         id: "B4",
-        what: format!("the cost of packing, {} pods: time from sync until packed; one read of a packed object's JSON", p.b4_pods),
+        what: format!("the cost of packing, {} pods: time from sync until the compactor has packed the cache (polled every 20 ms); one read of a packed object's JSON", p.b4_pods),
         ours: format!(
             "{} until packed; {} per read",
             show_in(&packing("ours", &|x| x.packed_ms), 0, "ms"),
