@@ -29,14 +29,15 @@ pub const BENCH: Bench = Bench {
 const DOC: &str = "\
 Memory the side adds per cached pod after its initial list, in a fresh process: live heap by a \
 counting global allocator (after sync minus before), and RSS after both allocators returned free \
-pages. Both sides run on mimalloc, the allocator the wasm-informer binary ships with, and use a \
-native no-op handler, so the figure is the informer's and the cache's.
+pages. Both sides run on mimalloc, the allocator the wasm-informer binary ships with, with \
+transparent huge pages off for the process as the host runs by default (`huge_pages = false`), and \
+use a native no-op handler, so the figure is the informer's and the cache's.
 
 - **Ours**: `SharedInformer::builder(client, \"v1/pods\")` as shipped (managedFields stripped, \
 streaming list, packing on); the cache keeps each object's JSON plus the metadata it needs \
 decoded, and an idle-priority thread packs the JSON against a zstd dictionary trained on the first \
-pods. Memory is read once it has packed the cache; an extra row gives the heap before, and one the \
-time packing took and the cost of reading a packed object's JSON.
+pods. Memory is read once it has packed the cache; an extra row gives the heap the moment it synced, and \
+one the time packing took and the cost of reading a packed object's JSON.
 - **The peer**: one `reflector::store()` fed by `watcher(..).default_backoff()` with \
 `streaming_lists()` and `.modify()` stripping managedFields, caching a typed `Pod` (kube-runtime's \
 usual store) or a raw pod (`ObjectMeta` decoded, `spec` and `status` as `Box<RawValue>`: the \

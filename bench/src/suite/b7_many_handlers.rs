@@ -35,7 +35,8 @@ Total memory (RSS, and live heap by the counting allocator) a side adds with 50 
 same 10k pods, after every handler has seen every pod; each arm in a fresh process.
 
 - **Ours**: 50 Rust no-op plugins on one informer, as the host runs them (managedFields stripped, \
-streaming list, queue 1024 each). Each plugin is a WebAssembly instance with its own linear memory.
+streaming list, queue 1024 each, the cache packed, transparent huge pages off as the host runs by \
+default). Each plugin is a WebAssembly instance with its own linear memory and its own thread.
 - **The peer**, as a kube-runtime user with 50 handlers on one resource writes it: one \
 `store_shared(1024)` reflector (`streaming_lists()`, `.modify()` stripping managedFields) driven on \
 its own task, with either 50 subscribers consumed by no-op closures, or 50 \

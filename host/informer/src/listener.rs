@@ -785,6 +785,11 @@ impl ListenerShared {
     /// says whether it was queued.
     fn pop_locked(&self, st: &mut State) -> Option<((NotificationRef, Instant), bool)> {
         if let Some(obj) = st.replay.pop_front() {
+            if st.replay.is_empty() {
+                // A replay holds the whole cache once; its buffer is not kept
+                // for the listener's life.
+                st.replay = VecDeque::new();
+            }
             let since = st.replay_since.unwrap_or_else(Instant::now);
             let n = Arc::new(Notification {
                 kind: EventKind::Added,
@@ -918,7 +923,10 @@ impl ListenerShared {
             ));
         }
         if st.sync_set.is_empty() {
-            st.sync_order.clear();
+            // A resync's keys are the whole cache; their buffers are not kept
+            // between resyncs.
+            st.sync_order = VecDeque::new();
+            st.sync_set = HashSet::new();
         }
         // Handed over directly: count them as accepted, as batch_done will
         // count them as consumed.
