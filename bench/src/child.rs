@@ -174,7 +174,7 @@ async fn fresh_change(
 pub fn main(spec_json: &str) -> Result<()> {
     let spec: SideSpec = serde_json::from_str(spec_json).context("child: bad side spec")?;
     // The host's memory policy (no transparent huge pages), on both sides.
-    wasm_informer::memory::apply(false).context("child: cannot turn transparent huge pages off")?;
+    mem::apply_huge_page_policy()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

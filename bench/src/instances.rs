@@ -119,7 +119,7 @@ pub fn main(spec_json: &str) -> Result<()> {
     let spec: InstancesSpec =
         serde_json::from_str(spec_json).context("instances child: bad spec")?;
     // The host's memory policy (no transparent huge pages), on both sides.
-    wasm_informer::memory::apply(false).context("child: cannot turn transparent huge pages off")?;
+    mem::apply_huge_page_policy()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -58,6 +58,22 @@ fn page_size() -> u64 {
         .unwrap_or(4096)
 }
 
+/// The environment variable that keeps transparent huge pages on in the
+/// children (both sides), for comparing against the host's default policy.
+pub const HUGE_PAGES_ENV: &str = "BENCH_HUGE_PAGES";
+
+/// Whether this run keeps transparent huge pages on (`BENCH_HUGE_PAGES=1`);
+/// off by default, as the host runs.
+pub fn huge_pages() -> bool {
+    std::env::var(HUGE_PAGES_ENV).is_ok_and(|v| v == "1")
+}
+
+/// Applies the run's huge page policy to this child process (both sides).
+pub fn apply_huge_page_policy() -> anyhow::Result<()> {
+    wasm_informer::memory::apply(huge_pages())
+        .map_err(|e| anyhow::anyhow!("cannot set the transparent huge page policy: {e}"))
+}
+
 /// Returns freed heap pages to the kernel, so that an RSS reading reflects
 /// live memory: the global allocator (mimalloc) purges what it holds, and
 /// glibc (which C dependencies still use) trims its arenas.

@@ -73,7 +73,7 @@ pub fn document(run: &Run, rows: &[Row]) -> String {
          other side of the same round), then summarised the same way. A target is **met** only \
          when every round meets it, **missed** when no round does, and **within noise** \
          otherwise. Both sides run on mimalloc, the global allocator the wasm-informer binary \
-         ships with. Before any number is kept, the harness checks each side's configuration \
+         ships with, with transparent huge pages {}. Before any number is kept, the harness checks each side's configuration \
          against the simulator's request log (streaming or paged first list, one reflector or \
          one per handler) and the side's own cache (managedFields present or not).\n\n\
          {}\n## How each benchmark is configured\n\n{}## Notes\n\n{}",
@@ -88,6 +88,11 @@ pub fn document(run: &Run, rows: &[Row]) -> String {
         provenance::toolchain(),
         cmd.join(" "),
         run.took.as_secs_f64(),
+        if crate::mem::huge_pages() {
+            "left on (`BENCH_HUGE_PAGES=1`: not the host's default)"
+        } else {
+            "off for each child process, as the host runs by default (`huge_pages = false`)"
+        },
         markdown(rows),
         crate::suite::methodology(run.only),
         notes(rows)
