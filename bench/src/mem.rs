@@ -60,7 +60,7 @@ fn page_size() -> u64 {
 
 /// The environment variable that keeps transparent huge pages on in the
 /// children (both sides), for comparing against the host's default policy.
-pub const HUGE_PAGES_ENV: &str = "BENCH_HUGE_PAGES";
+const HUGE_PAGES_ENV: &str = "BENCH_HUGE_PAGES";
 
 /// Whether this run keeps transparent huge pages on (`BENCH_HUGE_PAGES=1`);
 /// off by default, as the host runs.

@@ -73,8 +73,8 @@ pub fn document(run: &Run, rows: &[Row]) -> String {
          other side of the same round), then summarised the same way. A target is **met** only \
          when every round meets it, **missed** when no round does, and **within noise** \
          otherwise. Both sides run on mimalloc, the global allocator the wasm-informer binary \
-         ships with, with transparent huge pages {}. Before any number is kept, the harness checks each side's configuration \
-         against the simulator's request log (streaming or paged first list, one reflector or \
+         ships with, with transparent huge pages {}. Before any number is kept, the harness \
+         checks each side's configuration against the simulator's request log (streaming or paged first list, one reflector or \
          one per handler) and the side's own cache (managedFields present or not).\n\n\
          {}\n## How each benchmark is configured\n\n{}## Notes\n\n{}",
         warnings(run),
